@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from trainmeter.gpu.backend import NUMERIC_FIELDS, GpuSample
@@ -170,9 +170,8 @@ class DeviceState:
 
     def status(self) -> GpuDeviceStatus:
         """The device's sampling health."""
-        return GpuDeviceStatus(index=self.index, active=self.active, n_samples=self.all.n, n_errors=self.n_errors,
-                               last_error=self.last_error, stopped_reason=self.stopped_reason,
-                               last_call_s=self.last_call_s)
+        kept = {f.name: getattr(self, f.name) for f in fields(GpuDeviceStatus) if f.name != "n_samples"}
+        return GpuDeviceStatus(n_samples=self.all.n, **kept)
 
 
 def next_due(prev_due: float | None, now_s: float, interval_s: float) -> float:
