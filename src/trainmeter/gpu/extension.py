@@ -141,9 +141,6 @@ class GpuExtension(ExtensionBase):
         self.crosschecks = checks
         return out
 
-    def _device_name(self, index: int) -> str | None:
-        return getattr(self.sampler.devices.get(index), "name", None) or None
-
     def on_report(self, report: Report) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
         if self.sampler is None:
@@ -184,8 +181,8 @@ class GpuExtension(ExtensionBase):
         for index, sample in sorted(self.sampler.latest().items()):
             rows = [{"label": label, "value": getattr(sample, field), "unit": unit, "provenance": provenance}
                     for label, field, unit, provenance in _GPU_ROWS]
-            panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {self._device_name(index) or ''}",
-                           "rows": rows})
+            name = getattr(self.sampler.devices.get(index), "name", "")
+            panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {name}", "rows": rows})
         return panels
 
     def charts(self) -> list[dict[str, Any]]:
