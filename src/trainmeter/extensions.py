@@ -89,7 +89,7 @@ START_MODULES = (
     "trainmeter.compute.peaks",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
     "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backend",
-    "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device",
+    "trainmeter.gpu.nvml",
     # psutil: the node sampler's; imported on this thread, never by a sampler while a fork may come
     "psutil",
     # the ranks wing's start reads multiprocessing's spawn launcher (stdlib; imports no torch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.gpu.amdsmi_fake import FakeAmdDevice, FakeAmdSmi
+from tests.fakes.gpu.fake import rung
 from trainmeter.compute.peaks import peak_flops
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.amdsmi_backend import (
@@ -70,8 +71,8 @@ def test_every_figure_amd_does_not_expose_is_none_with_the_reason():
     for name in GPM_FIELDS:
         assert getattr(s, name) is None and s.unavailable_reason(name) == REASON_AMD_NO_ACTIVITY
     ladder = build_ladder(s, mfu=0.31)
-    assert ladder.rung("tensor_activity").missing == REASON_AMD_NO_ACTIVITY
-    assert ladder.rung("gpu_util").value == pytest.approx(0.87)
+    assert rung(ladder, "tensor_activity").missing == REASON_AMD_NO_ACTIVITY
+    assert rung(ladder, "gpu_util").value == pytest.approx(0.87)
 
 
 def test_a_figure_reported_as_na_or_a_failing_query_is_none_with_its_reason():

@@ -9,13 +9,13 @@ import pytest
 from trainmeter.gpu.backend import (
     GPM_FIELDS,
     NUMERIC_FIELDS,
+    REASON_DRIVER_TOO_OLD,
+    REASON_NO_PERMISSION,
+    REASON_NOT_SUPPORTED,
     GpuBackendResult,
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
-    reason_driver_too_old,
-    reason_no_permission,
-    reason_not_supported,
 )
 
 
@@ -45,9 +45,9 @@ def test_numeric_fields_cover_units_suffixed_readings_and_gpm() -> None:
 
 
 def test_reason_helpers_name_the_reading() -> None:
-    assert reason_not_supported("power draw") == "power draw: not supported on this device"
-    assert "no permission" in reason_no_permission("GPM")
-    assert "too old" in reason_driver_too_old("temperature")
+    assert REASON_NOT_SUPPORTED.format("power draw") == "power draw: not supported on this device"
+    assert "no permission" in REASON_NO_PERMISSION.format("GPM")
+    assert "too old" in REASON_DRIVER_TOO_OLD.format("temperature")
 
 
 def test_unavailable_error_carries_reason_and_fatality() -> None:

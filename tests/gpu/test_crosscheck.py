@@ -99,10 +99,10 @@ def test_the_gpu_wing_shows_the_verdict_on_the_ladder_panel_and_in_the_passport(
     ext = GpuExtension()
     monkeypatch.setattr(ext, "_compute", lambda: view)
     ext._m = SimpleNamespace(token_unit="tokens")
+    ext.sampler = SimpleNamespace(unavailable_reason=None, indices=(0,), latest=lambda: {}, devices={})
     ladders = ext._build({0: sample})
     assert ext.crosschecks[0].cause == CAUSE_OUTSIDE
     ext.ladders = ladders
-    ext.sampler = SimpleNamespace(unavailable_reason=None, indices=(0,), latest=lambda: {}, devices=())
     note = next(p for p in ext.panels() if p["id"] == "ladder0")["note"]
     assert ladders[0].sentence in note and CAUSE_OUTSIDE in note
 
@@ -115,8 +115,8 @@ def test_an_unjudged_check_stays_out_of_the_ladder_panel_note(monkeypatch):
     ext = GpuExtension()
     monkeypatch.setattr(ext, "_compute", lambda: view)
     ext._m = SimpleNamespace(token_unit="tokens")
-    ext.ladders = ext._build({0: sample})
     ext.sampler = SimpleNamespace(unavailable_reason=None, indices=(0,), latest=lambda: {}, devices={})
+    ext.ladders = ext._build({0: sample})
     note = next(p for p in ext.panels() if p["id"] == "ladder0")["note"]
     assert note == ext.ladders[0].sentence
     assert "not judged" in ext.crosschecks[0].sentence

@@ -54,4 +54,5 @@ def test_the_next_deadline_stays_on_the_grid_and_skips_missed_ticks():
     assert next_due(None, 3.0, 0.5) == pytest.approx(3.5)
     assert next_due(0.5, 0.4, 0.5) == pytest.approx(1.0)
     assert next_due(0.5, 1.2, 0.5) == pytest.approx(1.5)
-    assert next_due(1.5, 1.7, 0.5, skip_only=True) == pytest.approx(2.0)
+    assert next_due(1.5, 1.7, 0.5) == pytest.approx(2.0)
+    assert next_due(1.0, 1.2, 0.5) == pytest.approx(1.5)  # the grid point still ahead (a slow sample's skip)

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tests.fakes.gpu.fake import FakeNvml, open_fake
+from tests.fakes.gpu.fake import FakeNvml, open_fake, rung
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.extension import Report
 from trainmeter.core.monitor import MonitorWarning
@@ -178,7 +178,7 @@ def test_the_ladder_knows_each_device_by_its_index_for_the_dram_peak_and_the_bac
     clock = FakeClock()
     ext = GpuExtension()
     ext.sampler = GpuSampler(FakeNvml(["h100_sxm"], clock=clock), (0,), clock=clock)
-    assert ext._device_name(0) == "NVIDIA H100 80GB HBM3"  # devices map index -> info
+    assert ext.sampler.devices[0].name == "NVIDIA H100 80GB HBM3"  # devices map index -> info
     ext.sampler.step(clock())
     clock.advance(1.0)
     ext.sampler.step(clock())
@@ -189,4 +189,4 @@ def test_the_ladder_knows_each_device_by_its_index_for_the_dram_peak_and_the_bac
     amd.step(clock())
     ext.sampler = amd
     ladder = ext._build(amd.latest())[0]
-    assert ladder.rung("gpu_util").source == LADDER_SOURCES["gpu_util"]
+    assert rung(ladder, "gpu_util").source == LADDER_SOURCES["gpu_util"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.gpu.fake import FakeNvml, open_fake
+from tests.fakes.gpu.fake import FakeNvml, open_fake, sampler_for_run
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND
 from trainmeter.gpu.extension import PEAKS_PLACEHOLDER_NOTE, gpu_passport_from_sampler
@@ -13,7 +13,7 @@ from trainmeter.gpu.sampler import GpuSampler
 
 
 def _run(fake: FakeNvml, clock: FakeClock, n: int = 4, window: bool = True) -> GpuSampler:
-    s = GpuSampler.for_run("all", clock=clock, open_backend=lambda clock: open_fake(fake))
+    s = sampler_for_run("all", clock=clock, open_backend=lambda clock: open_fake(fake))
     if window:
         s.begin_window(0.0)
     for _ in range(n):
@@ -43,7 +43,7 @@ def test_section_without_window_uses_whole_run() -> None:
 
 
 def test_section_records_why_there_are_no_gpu_counters() -> None:
-    s = GpuSampler.for_run(
+    s = sampler_for_run(
         None, clock=FakeClock(), open_backend=lambda clock: open_fake(failure="library_missing")
     )
     sec = gpu_passport_from_sampler(s)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
+from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake, rung, sampler_for_run
 from trainmeter.core.clock import FakeClock, MonotonicClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND, GpuSample
 from trainmeter.gpu.sampler import GpuSampler, _next_due
@@ -163,13 +163,14 @@ def test_lost_gpu_stops_only_that_device() -> None:
 def test_slow_call_skips_missed_ticks_instead_of_bursting() -> None:
     assert _next_due(0.5, 1.2, 0.5) == pytest.approx(1.5)
     assert _next_due(0.5, 0.4, 0.5) == pytest.approx(1.0)
-    assert _next_due(1.5, 1.7, 0.5, skip_only=True) == pytest.approx(2.0)
+    assert _next_due(1.5, 1.7, 0.5) == pytest.approx(2.0)
+    assert _next_due(1.0, 1.2, 0.5) == pytest.approx(1.5)  # the grid point still ahead (a slow sample's skip)
     assert _next_due(None, 3.0, 0.5) == pytest.approx(3.5)
 
 
 def test_for_run_without_nvml_gives_empty_sampler_with_reason() -> None:
     clock = FakeClock()
-    s = GpuSampler.for_run(None, clock=clock, open_backend=lambda clock: open_fake(failure="library_missing"))
+    s = sampler_for_run(None, clock=clock, open_backend=lambda clock: open_fake(failure="library_missing"))
     assert s.unavailable_reason == REASON_LIBRARY_NOT_FOUND
     assert s.step(0.0) == 0 and s.latest() == {} and s.indices == ()
     s.start()
@@ -179,19 +180,19 @@ def test_for_run_without_nvml_gives_empty_sampler_with_reason() -> None:
 def test_for_run_selects_declared_devices_and_rejects_bad_spec() -> None:
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm", "h200", "a100"], clock=clock)
-    s = GpuSampler.for_run("0,2", clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None)
+    s = sampler_for_run("0,2", clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None)
     assert s.indices == (0, 2) and s.selection.provenance == "declared"
     assert s.devices[2].name == "NVIDIA A100-SXM4-40GB" and s.driver_version == "595.45.04"
     with pytest.raises(ValueError, match="there is no GPU 5"):
-        GpuSampler.for_run("5", clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None)
+        sampler_for_run("5", clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None)
     with pytest.raises(ValueError, match="valid"):
-        GpuSampler.for_run("zero", clock=clock, open_backend=lambda clock: open_fake(fake))
+        sampler_for_run("zero", clock=clock, open_backend=lambda clock: open_fake(fake))
 
 
 def test_for_run_default_uses_cuda_uuids() -> None:
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm", "h200"], clock=clock)
-    s = GpuSampler.for_run(
+    s = sampler_for_run(
         None,
         clock=clock,
         open_backend=lambda clock: open_fake(fake),
@@ -204,7 +205,7 @@ def test_for_run_default_uses_cuda_uuids() -> None:
 def test_stop_closes_an_owned_backend() -> None:
     clock = FakeClock()
     fake = FakeNvml(["t4"], clock=clock)
-    s = GpuSampler.for_run("all", clock=clock, open_backend=lambda clock: open_fake(fake))
+    s = sampler_for_run("all", clock=clock, open_backend=lambda clock: open_fake(fake))
     s.stop()
     assert fake.closed
 
@@ -338,7 +339,7 @@ def test_mig_instances_say_gpu_util_and_gpm_are_unavailable() -> None:
     assert latest.util_gpu is None and latest.unavailable_reason("util_gpu") == REASON_MIG
     assert latest.tensor_activity is None and latest.unavailable_reason("tensor_activity") == REASON_MIG
     ladder = build_ladder(latest)
-    assert "MIG" in ladder.sentence and ladder.rung("tensor_activity").missing == REASON_MIG
+    assert "MIG" in ladder.sentence and rung(ladder, "tensor_activity").missing == REASON_MIG
 
 
 @pytest.mark.parametrize("by", ["index", "uuid"])
@@ -346,7 +347,7 @@ def test_cuda_visible_devices_by_index_or_uuid_picks_the_right_nvml_device(by) -
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm", "h200", "a100"], clock=clock)
     value = "2" if by == "index" else fake.device_info(2).uuid
-    s = GpuSampler.for_run(None, clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None,
+    s = sampler_for_run(None, clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None,
                            env={"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     assert s.indices == (2,) and s.devices[2].name == "NVIDIA A100-SXM4-40GB"
     assert s.selection.provenance == "detected"

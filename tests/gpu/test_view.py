@@ -31,13 +31,12 @@ def test_the_gpu_extension_publishes_its_sampler_and_its_last_section(tmp_path):
 
 
 def _sampler(devices, **kwargs):
-    from tests.fakes.gpu.fake import FakeNvml, open_fake
+    from tests.fakes.gpu.fake import FakeNvml, open_fake, sampler_for_run
     from trainmeter.core.clock import FakeClock
-    from trainmeter.gpu.sampler import GpuSampler
 
     clock = FakeClock(0.0)
     fake = FakeNvml(devices, clock=clock)
-    return GpuSampler.for_run(clock=clock, open_backend=lambda **_: open_fake(fake), cuda_uuids=None, env={},
+    return sampler_for_run(clock=clock, open_backend=lambda **_: open_fake(fake), cuda_uuids=None, env={},
                               **kwargs)
 
 

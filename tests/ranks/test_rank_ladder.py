@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.gpu.fake import GEMM, LYING_GPU_UTIL, FakeNvml, Phase, fake_uuid, open_fake
+from tests.fakes.gpu.fake import GEMM, LYING_GPU_UTIL, FakeNvml, Phase, fake_uuid, open_fake, sampler_for_run
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.extension import gpu_passport_from_sampler
-from trainmeter.gpu.sampler import GpuSampler
 from trainmeter.ranks.merge import distributed_section, read_launch
 from trainmeter.ranks.seating import this_node
 
@@ -18,7 +17,7 @@ def node_gpu_section() -> dict:
     fake = FakeNvml(["h100_sxm", "h100_sxm"], clock=clock,
                     timelines={0: (Phase(duration_s=1e9, levels=GEMM),),
                                1: (Phase(duration_s=1e9, levels=LYING_GPU_UTIL),)})
-    sampler = GpuSampler.for_run(None, clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None,
+    sampler = sampler_for_run(None, clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None,
                                  env={})
     sampler.begin_window(0.0)
     for _ in range(5):

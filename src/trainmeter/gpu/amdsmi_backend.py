@@ -19,7 +19,6 @@ from trainmeter.gpu.backend import (
     safe,
 )
 
-BACKEND_NAME = "amdsmi"
 REASON_AMDSMI_MISSING = ("the amdsmi package (ROCm's Python SMI bindings) is not installed; install the one "
                          "that ships with ROCm (pip install amdsmi matching the ROCm version)")
 REASON_AMD_NO_ACTIVITY = ("AMD does not expose SM, tensor-pipe (matrix core) or DRAM-bandwidth activity through "
@@ -67,7 +66,7 @@ def _number(value: Any) -> float | None:
 class AmdSmiBackend:
     """:class:`~trainmeter.gpu.backend.GpuBackend` over ``amdsmi``; use :func:`open_amdsmi`."""
 
-    name = BACKEND_NAME
+    name = "amdsmi"
 
     def __init__(self, lib: Any, *, clock: Clock) -> None:
         self._lib = lib
@@ -106,9 +105,8 @@ class AmdSmiBackend:
 
     def sample(self, index: int) -> GpuSample:
         """Fields AMD lacks are ``None`` with the reason; :class:`GpuUnavailableError` when closed or mute."""
-        with self._lock:
-            if self._closed:
-                raise GpuUnavailableError("the amdsmi backend is closed", fatal=True)
+        if self._closed:
+            raise GpuUnavailableError("the amdsmi backend is closed", fatal=True)
         h = self._handles[index]
         values: dict[str, Any] = {}
         missing: dict[str, str] = dict.fromkeys(GPM_FIELDS, REASON_AMD_NO_ACTIVITY)
@@ -141,7 +139,6 @@ class AmdSmiBackend:
     def _temperature(self, h: Any) -> tuple[float | None, str | None]:
         types = getattr(self._lib, "AmdSmiTemperatureType", None)
         metric = getattr(getattr(self._lib, "AmdSmiTemperatureMetric", None), "CURRENT", "CURRENT")
-        reason = None
         for sensor in ("HOTSPOT", "EDGE"):
             value, reason = self._call("temperature", "amdsmi_get_temp_metric", h,
                                        getattr(types, sensor, sensor), metric)

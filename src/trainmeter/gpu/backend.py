@@ -41,21 +41,10 @@ REASON_MIG_NO_INSTANCES = "MIG mode is on but NVML lists no MIG device (GPU and 
 MIG_GPM_WHAT = "GPM per MIG GPU instance"  # nvmlGpmMigSampleGet in reason texts
 REASON_GPU_LOST = "the GPU fell off the bus (NVML GpuIsLost); sampling of it stopped"
 REASON_ENERGY_WHAT = "total energy counter"  # nvmlDeviceGetTotalEnergyConsumption in reason texts
-
-
-def reason_not_supported(what: str) -> str:
-    """Reason text for a reading the device does not support."""
-    return f"{what}: not supported on this device"
-
-
-def reason_no_permission(what: str) -> str:
-    """Reason text for a reading NVML refused."""
-    return f"{what}: NVML refused it (no permission)"
-
-
-def reason_driver_too_old(what: str) -> str:
-    """Reason text for a reading whose NVML function the driver lacks."""
-    return f"{what}: the NVIDIA driver is too old (function not found)"
+# a reading's reason, .format(what): the device does not support it, NVML refused it, the driver lacks its function
+REASON_NOT_SUPPORTED = "{}: not supported on this device"
+REASON_NO_PERMISSION = "{}: NVML refused it (no permission)"
+REASON_DRIVER_TOO_OLD = "{}: the NVIDIA driver is too old (function not found)"
 
 
 class GpuUnavailableError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from trainmeter.gpu.backend import NUMERIC_FIELDS, GpuSample
@@ -29,8 +29,7 @@ def counters_stuck(sample: GpuSample, previous: GpuSample | None) -> bool:
     ends = (sample.util_gpu, previous.util_gpu if previous is not None else None)
     if any(u is None or u < BUSY_UTIL for u in ends) or sample.sm_activity is None:
         return False
-    values = [getattr(sample, f) for f in ACTIVITY_FIELDS if getattr(sample, f) is not None]
-    return all(v == 0.0 for v in values)
+    return all(getattr(sample, f) in (None, 0.0) for f in ACTIVITY_FIELDS)
 
 
 def screen(sample: GpuSample, previous: GpuSample | None) -> GpuSample:
@@ -82,19 +81,17 @@ class GpuAverages:
         return dict(self.unavailable).get(name)
 
 
+@dataclass(slots=True)
 class Accumulator:
     """Sums and counts per numeric field; ``add(s, sign=-1)`` takes a sample back out."""
 
-    __slots__ = ("counts", "first_s", "last_s", "n", "peak_mem", "reasons", "sums")
-
-    def __init__(self) -> None:
-        self.sums = dict.fromkeys(NUMERIC_FIELDS, 0.0)
-        self.counts = dict.fromkeys(NUMERIC_FIELDS, 0)
-        self.reasons: dict[str, str] = {}
-        self.n = 0
-        self.first_s: float | None = None
-        self.last_s: float | None = None
-        self.peak_mem: int | None = None
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(NUMERIC_FIELDS, 0.0))
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NUMERIC_FIELDS, 0))
+    reasons: dict[str, str] = field(default_factory=dict)
+    n: int = 0
+    first_s: float | None = None
+    last_s: float | None = None
+    peak_mem: int | None = None
 
     def add(self, s: GpuSample, sign: int = 1) -> None:
         self.n += sign
@@ -173,18 +170,14 @@ class DeviceState:
 
     def status(self) -> GpuDeviceStatus:
         """The device's sampling health."""
-        return GpuDeviceStatus(index=self.index, active=self.active, n_samples=self.all.n, n_errors=self.n_errors,
-                               last_error=self.last_error, stopped_reason=self.stopped_reason,
-                               last_call_s=self.last_call_s)
+        kept = {f.name: getattr(self, f.name) for f in fields(GpuDeviceStatus) if f.name != "n_samples"}
+        return GpuDeviceStatus(n_samples=self.all.n, **kept)
 
 
-def next_due(prev_due: float | None, now_s: float, interval_s: float, *, skip_only: bool = False) -> float:
-    """Next deadline on the ``interval_s`` grid strictly after ``now_s``."""
+def next_due(prev_due: float | None, now_s: float, interval_s: float) -> float:
+    """The first deadline on ``prev_due``'s ``interval_s`` grid after it that is later than ``now_s`` (missed ticks
+    skipped); ``None``: one interval from now."""
     if prev_due is None:
         return now_s + interval_s
-    due = prev_due if skip_only else prev_due + interval_s
-    if due <= now_s:
-        due += math.ceil((now_s - due) / interval_s + 1e-9) * interval_s
-        if due <= now_s:
-            due += interval_s
-    return due
+    due = prev_due + max(1, math.floor((now_s - prev_due) / interval_s) + 1) * interval_s
+    return due if due > now_s else due + interval_s  # a rounding that landed on now_s

@@ -19,7 +19,6 @@ from trainmeter.gpu.view import GpuView
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
     from trainmeter.core.context import RunContext
-    from trainmeter.core.provenance import Provenance
     from trainmeter.gpu.backend import GpuSample
     from trainmeter.gpu.ladder import Ladder
     from trainmeter.gpu.sampler import GpuAverages, GpuSampler
@@ -30,7 +29,7 @@ _GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "
              ("temperature (C)", "temperature_c", "", "measured"), ("SM clock (MHz)", "sm_clock_mhz", "", "measured"))
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
-_THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
+_THREAD_MODULES = ("trainmeter.gpu.nvml", "pynvml")
 PEAKS_PLACEHOLDER_NOTE = "peak FLOP/s used for MFU: filled in by the FLOPs/peaks module"
 
 
@@ -54,7 +53,6 @@ class GpuExtension(ExtensionBase):
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
         self.crosschecks: dict[int, Any] = {}
-        self._snapshot_done = False
 
     def start(self, monitor: RunContext) -> None:
         """Open NVML and start sampling the selected devices."""
@@ -87,84 +85,67 @@ class GpuExtension(ExtensionBase):
     def _snapshot(self) -> None:
         from trainmeter.gpu.cuda_memory import memory_snapshot, stop_memory_history
 
-        m = self._m
-        if m is None or m.run_dir is None or self._snapshot_done:
+        m = self._m  # at the snapshot step, once (at_step)
+        if m is None or m.run_dir is None:
             return
-        self._snapshot_done = True
-        path = memory_snapshot(m.steps, m.run_dir / f"memory_snapshot_step{m.steps}.pickle")
+        path = memory_snapshot(m.steps, m.run_dir)  # memory_snapshot_step<step>.pickle
         stop_memory_history()
         if path is None:
             m.warn_once("memory-snapshot", "the CUDA memory snapshot could not be written")
 
     def stop(self) -> None:
         """End the training window, stop sampling (immediate) and build the final ladders."""
-        if self.sampler is None:
+        if self._m is None:  # never started
             return
-        m = self._m
-        self.sampler.end_window(m.clock() if m is not None else 0.0)
+        self.sampler.end_window(self._m.clock())
         self.sampler.stop()
         self._warn_open_error()
 
     def _warn_open_error(self) -> None:
-        """Opening NVML raised on the sampler's thread: say so once, on the training thread."""
-        error = self.sampler.open_error if self.sampler is not None else None
-        if error and self._m is not None:
-            self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
-
-    def _mfu(self) -> tuple[float | None, str | None, Provenance, dict[str, Any]]:
-        """MFU under the chosen convention from the compute extension, with its provenance (the weakest input's), and
-        the model FLOP/s it divides (compute's view) as :func:`~trainmeter.gpu.ladder.build_ladder`'s flop keywords."""
-        from trainmeter.core.provenance import derived_provenance
-
-        compute = self._compute()
-        if compute is None:
-            return None, "the compute extension is off", "counted", {}
-        d, flops = compute.mfu(), compute.flop_per_s()
-        if d is None:
-            return None, "MFU needs a named convention (--convention) and a peak", "counted", {}
-        flop = {} if flops is None else {"flop_per_s": flops.value, "flop_provenance": derived_provenance(flops),
-                                         "flop_source": f"{flops.formula}, the numerator of {d.name} (compute's view)"}
-        return d.value, d.missing, derived_provenance(d), flop
+        """Opening NVML raised on the sampler's thread (a started wing's): say so once, on the training thread."""
+        if self.sampler.open_error:
+            self._m.warn_once("gpu-open", f"{self.sampler.open_error} (the run goes on without GPU readings)")
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
-        """The ladder of each reading, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
+        """The ladder of each reading, with compute's MFU (the weakest input's provenance) and the model FLOP/s it
+        divides, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
+        from trainmeter.core.provenance import derived_provenance
         from trainmeter.gpu.ladder import build_ladder, cross_check
 
-        mfu, missing, provenance, flop = self._mfu()
         compute = self._compute()
+        d = compute.mfu() if compute is not None else None
+        flops = compute.flop_per_s() if d is not None else None
+        mfu: dict[str, Any] = {"mfu_missing": "the compute extension is off" if compute is None
+                               else "MFU needs a named convention (--convention) and a peak"}
+        if d is not None:
+            mfu = {"mfu": d.value, "mfu_missing": d.missing, "mfu_provenance": derived_provenance(d)}
+        if flops is not None:
+            mfu.update(flop_per_s=flops.value, flop_provenance=derived_provenance(flops),
+                       flop_source=f"{flops.formula}, the numerator of {d.name} (compute's view)")
         peak = compute.peak if compute is not None else None
         counted = compute.mfu("counted") if compute is not None else None
         judge = {"peak_flops_per_s": peak.flops_per_s if peak is not None else None,
                  "peak_source": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
-                 "formula_mfu": mfu, "counted_mfu": counted.value if counted is not None else None,
+                 "formula_mfu": mfu.get("mfu"), "counted_mfu": counted.value if counted is not None else None,
                  "tokens_are_samples": getattr(self._m, "token_unit", "tokens") == "samples"}
         out, checks = {}, {}
         for index, reading in readings.items():
             from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY  # not before a device
 
-            dev = self._device(index)
+            dev = self.sampler.devices.get(index)
             amd = getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY  # the ladder's source texts differ
-            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
-                                      device_name=getattr(dev, "name", None), sources=LADDER_SOURCES if amd else None)
+            out[index] = build_ladder(reading, **mfu, device_name=getattr(dev, "name", None),
+                                      sources=LADDER_SOURCES if amd else None)
             checks[index] = cross_check(out[index].ofu, tensor_activity=getattr(reading, "tensor_activity", None),
                                         **judge)
         self.crosschecks = checks
         return out
-
-    def _device(self, index: int) -> Any:
-        """The sampler's :class:`~trainmeter.gpu.backend.GpuDeviceInfo` for ``index`` (devices map index to info)."""
-        devices = getattr(self.sampler, "devices", None) or {}
-        return devices.get(index) if isinstance(devices, dict) else None
-
-    def _device_name(self, index: int) -> str | None:
-        return getattr(self._device(index), "name", None) or None
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
         if self.sampler is None:
             return {}
         self._warn_open_error()
-        m = self._m
         latest = self.sampler.latest()
         self.ladders = self._build(latest)
         out: dict[str, Any] = {}
@@ -175,8 +156,8 @@ class GpuExtension(ExtensionBase):
             out[str(index)] = {**row, "ladder": self.ladders[index].sentence,
                                "crosscheck": self.crosschecks[index].sentence}
             for field, short in _SERIES:
-                if m is not None and row[field] is not None:
-                    m.record_at(f"gpu{index}.{short}", report.elapsed_s, row[field])
+                if row[field] is not None:
+                    self._m.record_at(f"gpu{index}.{short}", report.elapsed_s, row[field])
         if not latest and self.sampler.unavailable_reason:
             out["unavailable"] = self.sampler.unavailable_reason
         return out
@@ -200,8 +181,8 @@ class GpuExtension(ExtensionBase):
         for index, sample in sorted(self.sampler.latest().items()):
             rows = [{"label": label, "value": getattr(sample, field), "unit": unit, "provenance": provenance}
                     for label, field, unit, provenance in _GPU_ROWS]
-            panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {self._device_name(index) or ''}",
-                           "rows": rows})
+            name = getattr(self.sampler.devices.get(index), "name", "")
+            panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {name}", "rows": rows})
         return panels
 
     def charts(self) -> list[dict[str, Any]]:

@@ -86,10 +86,6 @@ class Ladder:
     falloff: str | None
     sentence: str
 
-    def rung(self, key: str) -> Rung:
-        """The rung with ``key`` (KeyError if none)."""
-        return {r.key: r for r in (*self.rungs, self.dram_bw_util)}[key]
-
 
 def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str = "model FLOPs/s / dense peak FLOP/s",
                  mfu_provenance: Provenance = "counted", mfu_missing: str | None = None,
@@ -215,10 +211,9 @@ def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
             if not known:
                 return rung.key, f"{rung.label} {_pct(rung.value)}: {cause}."
             head = f"{known[-1].label} {_pct(known[-1].value or 0.0)} but {rung.label} {_pct(rung.value)}"
-            if rung.key == "tensor_activity" and cause == CAUSE_MEMORY_BOUND and dram_bw_util is not None:
-                head += f" with DRAM bandwidth {_pct(dram_bw_util)}"
-            if rung.key == "mfu" and cause == CAUSE_UNCOUNTED and ofu is not None:
-                head += f" (OFU estimate {_pct(ofu)})"
+            if cause in (CAUSE_MEMORY_BOUND, CAUSE_UNCOUNTED):  # causes judged on a figure beside the rungs: it
+                head += (f" with DRAM bandwidth {_pct(dram_bw_util or 0.0)}" if cause == CAUSE_MEMORY_BOUND
+                         else f" (OFU estimate {_pct(ofu or 0.0)})")
             return rung.key, f"{head}: {cause}."
         known.append(rung)
     if not known:
@@ -327,8 +322,6 @@ def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_pe
         cause = CAUSE_OUTSIDE
     else:
         cause = CAUSE_PEAK
-    verdict = "formula_low" if low else "formula_high"
-    side = "below" if low else "above"
-    return CrossCheck(**base, ratio=ratio, verdict=verdict, cause=cause,
-                      sentence=f"{head}: the formula is {ratio:.2g}x the hardware, {side} the "
+    return CrossCheck(**base, ratio=ratio, verdict="formula_low" if low else "formula_high", cause=cause,
+                      sentence=f"{head}: the formula is {ratio:.2g}x the hardware, {'below' if low else 'above'} the "
                                f"{DISAGREE_FACTOR:g}x band; likely {cause}.")

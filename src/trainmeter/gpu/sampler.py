@@ -14,9 +14,10 @@ from typing import Any
 
 from trainmeter.core.clock import Clock
 from trainmeter.core.threads import OurThread
-from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
+from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, open_gpu_backend, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
+from trainmeter.gpu.energy import read_counters
 from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
@@ -29,8 +30,8 @@ REASON_OPENING = "NVML is being opened on the sampler's thread"
 class GpuSampler:
     """Samples the NVML ``indices`` of ``backend`` (``None``: nothing, ``unavailable_reason`` says why) every
     ``interval_s`` (at least 0.1 s), keeping ``history_len`` samples per device; a fatal error or
-    ``max_consecutive_errors`` in a row stop a device. A backend it opened (:meth:`for_run`, :meth:`in_background`)
-    it closes in :meth:`stop`; one handed in, the caller closes."""
+    ``max_consecutive_errors`` in a row stop a device. A backend it opened (:meth:`in_background`) it
+    closes in :meth:`stop`; one handed in, the caller closes."""
 
     def __init__(self, backend: GpuBackend | None, indices: Sequence[int], *, clock: Clock, interval_s: float = 0.5,
                  history_len: int = 120, max_consecutive_errors: int = 10) -> None:
@@ -64,22 +65,12 @@ class GpuSampler:
         if indices is None:
             indices = selection.indices if selection is not None else ()
         chosen = tuple(indices) if backend is not None else ()
-        driver = safe(backend.driver_version) if backend is not None else None
-        devices = {i: safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
-                   for i in chosen}
+        driver = backend.driver_version() if backend is not None else None  # the backend's two never raise
+        devices = {i: backend.device_info(i) for i in chosen}  # type: ignore[union-attr]
         with self._lock:
             self._backend, self._owns_backend, self.selection = backend, owns, selection
             self.devices, self.driver_version, self.unavailable_reason = devices, driver, opened.reason
             self._states = {i: DeviceState(i, self._history_len) for i in chosen}
-
-    @classmethod
-    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, **kwargs: Any) -> GpuSampler:
-        """Open the backend (:func:`open_for_run`), select the devices ``gpus`` names and build a (not yet started)
-        sampler; the keywords as :meth:`in_background`'s. ``ValueError``: a bad ``gpus``."""
-        sampler = cls.in_background(gpus, clock=clock, **kwargs)
-        opener, sampler._opener = sampler._opener, None
-        sampler._use(opener())  # type: ignore[misc]
-        return sampler
 
     @classmethod
     def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
@@ -111,7 +102,8 @@ class GpuSampler:
             self._threads = [OurThread(target=self._run, args=(i,), name=f"trainmeter-gpu-{i}") for i in self._states]
         for t in self._threads:
             t.start()
-        self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling
+        # energy counters after the device threads start (a hung counter read delays no sampling) and at the end
+        self.energy_start, self.energy_start_s = read_counters(self._backend, tuple(self._states)), self._clock()
         self._stop_event.wait()
         deadline = time.monotonic() + STOP_DEADLINE_S / 2  # inside stop()'s own deadline
         for t in self._threads:
@@ -119,7 +111,7 @@ class GpuSampler:
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
         else:
-            self._read_energy(end=True)
+            self.energy_end, self.energy_end_s = read_counters(self._backend, tuple(self._states)), self._clock()
         self._close()
 
     def _close(self) -> None:
@@ -142,23 +134,13 @@ class GpuSampler:
         self._use(opened)
         return True
 
-    def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close
-        from trainmeter.gpu.energy import read_counters
-
-        readings = read_counters(self._backend, tuple(self._states))  # never raises
-        if end:
-            self.energy_end_s, self.energy_end = self._clock(), readings
-        else:
-            self.energy_start_s, self.energy_start = self._clock(), readings
-
     def _abandon(self, waited_s: float) -> None:
         self.abandoned_reason = (f"GPU sampling did not stop within {waited_s:g} s (an NVML call hung); "
                                  "its thread was left behind and the GPU readings end at its last sample")
         with self._lock:
             for st in self._states.values():
                 if st.active:
-                    st.active = False
-                    st.stopped_reason = self.abandoned_reason
+                    st.active, st.stopped_reason = False, self.abandoned_reason
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
         """Stop; wait at most ``timeout_s`` for the owner thread (which closes the backend), then abandon what still
@@ -182,31 +164,25 @@ class GpuSampler:
         return len(due)
 
     def _run(self, index: int) -> None:
+        st = self._states[index]  # fixed once the device threads start
         try:
             while not self._stop_event.is_set():
-                now_s = self._clock()
                 with self._lock:
-                    st = self._states[index]
                     if not st.active:
                         return
-                    due = st.claim(now_s, self.interval_s)
+                    due = st.claim(self._clock(), self.interval_s)
                 if due:
                     self._sample_device(index)
-                    with self._lock:
-                        # a slow call: skip the ticks it overran, keep the grid
-                        st.next_due_s = _next_due(st.next_due_s, self._clock(), self.interval_s, skip_only=True)
-                wait_s = (st.next_due_s or 0.0) - self._clock()
-                self._stop_event.wait(min(max(wait_s, 0.0), self.interval_s))
+                    with self._lock:  # a slow call: skip the ticks it overran, keep the grid
+                        st.next_due_s = _next_due(st.next_due_s - self.interval_s, self._clock(), self.interval_s)
+                self._stop_event.wait(min(max(st.next_due_s - self._clock(), 0.0), self.interval_s))
         except Exception as exc:  # noqa: BLE001 - a sampler thread never raises
             self._record_error(index, f"sampler thread failed: {exc!r}", fatal=True)
 
-    def _sample_device(self, index: int) -> None:
-        backend = self._backend
-        if backend is None:
-            return
+    def _sample_device(self, index: int) -> None:  # a device has a state only on an open backend
         t0 = self._clock()
         try:
-            sample = backend.sample(index)
+            sample = self._backend.sample(index)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - a device-level failure (GpuUnavailableError) or a backend fault
             known: Any = exc if isinstance(exc, GpuUnavailableError) else None
             self._record_error(index, known.reason if known else f"{type(exc).__name__}: {exc}",
@@ -240,31 +216,29 @@ class GpuSampler:
             for st in self._states.values():
                 st.close_window(self._window_begin_s, prev_end_s, now_s)
 
+    def _each(self, read: Callable[[DeviceState], Any]) -> dict[int, Any]:
+        with self._lock:
+            return {i: value for i, st in self._states.items() if (value := read(st)) is not None}
+
     def latest(self) -> dict[int, GpuSample]:
         """Latest sample per device that has one (a copy; samples are immutable)."""
-        with self._lock:
-            return {i: st.latest for i, st in self._states.items() if st.latest is not None}
+        return self._each(lambda st: st.latest)
 
     def history(self, index: int) -> tuple[GpuSample, ...]:
         """Recent samples of device ``index`` (at most ``history_len``), oldest first."""
-        with self._lock:
-            st = self._states.get(index)
-            return tuple(st.history) if st is not None else ()
+        return self._each(lambda st: tuple(st.history)).get(index, ())
 
     def averages(self) -> dict[int, GpuAverages]:
         """Means since sampling began, per device."""
-        with self._lock:
-            return {i: st.all.result(i) for i, st in self._states.items()}
+        return self._each(lambda st: st.all.result(st.index))
 
     def window_averages(self) -> dict[int, GpuAverages]:
         """Means over the window (:meth:`begin_window` .. :meth:`end_window`), per device."""
-        with self._lock:
-            return {i: st.window.result(i) for i, st in self._states.items()}
+        return self._each(lambda st: st.window.result(st.index))
 
     def status(self) -> dict[int, GpuDeviceStatus]:
         """Sampling health per device."""
-        with self._lock:
-            return {i: st.status() for i, st in self._states.items()}
+        return self._each(DeviceState.status)
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -276,20 +250,15 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
                  open_backend: Callable[..., GpuBackendResult] | None = None,
                  cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
                  env: Mapping[str, str] | None = None) -> GpuBackendResult:
-    """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (see
-    :meth:`GpuSampler.for_run`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is open.
-    ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
+    """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (for
+    :meth:`GpuSampler.in_background`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is
+    open. ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
     spec = parse_gpus(gpus)
-    if open_backend is None:
-        from trainmeter.gpu.backend import open_gpu_backend
-
-        open_backend = open_gpu_backend
-    result = open_backend(clock=clock)
+    result = (open_backend or open_gpu_backend)(clock=clock)
     backend = result.backend
     if backend is None:
         return GpuBackendResult(backend=None, reason=result.reason)
-    infos = [safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
-             for i in range(backend.device_count())]
+    infos = [backend.device_info(i) for i in range(backend.device_count())]
     uuids = cuda_uuids() if callable(cuda_uuids) else cuda_uuids
     try:
         selection = select_gpus(spec, infos, cuda_uuids=uuids or None, env=env)

@@ -86,8 +86,7 @@ def select_gpus(spec: GpusSpec | None, devices: Sequence[GpuDeviceInfo], *, cuda
                 env: Mapping[str, str] | None = None) -> GpuSelection:
     """Resolve a :func:`parse_gpus` spec (``None``: the default, from ``cuda_uuids`` of the CUDA context's devices or
     ``env``'s ``CUDA_VISIBLE_DEVICES``) against every NVML device; ``ValueError`` listing the valid ones."""
-    if env is None:
-        env = os.environ
+    env = os.environ if env is None else env
     if spec is not None:
         return _declared(spec, devices)
     if cuda_uuids:
@@ -206,10 +205,8 @@ def cuda_context_uuids(modules: Mapping[str, Any] | None = None) -> list[str] | 
     holds memory; ``None`` when torch is not imported (``modules``: ``sys.modules``), CUDA not initialised, or
     anything fails. Never imports torch, initialises CUDA, syncs or raises."""
     torch = (modules if modules is not None else sys.modules).get("torch")
-    if torch is None:
-        return None
     try:
-        cuda = torch.cuda
+        cuda = torch.cuda  # AttributeError without torch
         if not cuda.is_initialized():
             return None
         used = {int(cuda.current_device())} | {i for i in range(int(cuda.device_count())) if cuda.memory_reserved(i)}

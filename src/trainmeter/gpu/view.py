@@ -33,10 +33,8 @@ class GpuView:
         device id (``pciDeviceId >> 16``), memory in bytes; else ``None`` (NVML opening too). Any thread."""
         from trainmeter.gpu.selection import bare_uuid
 
-        devices = getattr(self.readings, "devices", None) or {}  # none while NVML opens
-        infos = [d for d in dict(devices).values() if getattr(d, "uuid", None) is not None]
+        infos = list(getattr(self.readings, "devices", {}).values())  # none while NVML opens
         if uuid is not None:  # the GPU itself, or the parent of a MIG instance on it
             key = bare_uuid(uuid)
-            infos = [d for d in infos if bare_uuid(d.uuid) == key
-                     or any(bare_uuid(m) == key for _, m in getattr(d, "mig_instances", ()))]
+            infos = [d for d in infos if key in (bare_uuid(d.uuid), *(bare_uuid(m) for _, m in d.mig_instances))]
         return infos[0] if len(infos) == 1 else None

@@ -66,7 +66,6 @@ class NodeSampler(ExtensionBase):
         self._wait_clock = wait_clock or MonotonicClock()
         self._monitor: RunContext | None = None
         self._reader: NodeReader | None = None
-        self._run_dir: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -82,27 +81,25 @@ class NodeSampler(ExtensionBase):
         included, but *imported* here first: a fork during the thread's import would leave the child an import lock
         held by a thread it does not have (docs/spec.md, fork safety)."""
         self._monitor = monitor
-        self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
         if self._background:
             if self._source is None:
                 with contextlib.suppress(ImportError):
                     import psutil  # noqa: F401
-            self._thread = OurThread(target=self._run, name="trainmeter-node")
+            self._thread = OurThread(target=self._run, args=(monitor,), name="trainmeter-node")
             self._thread.start()
-        elif self._open():
+        elif self._open(monitor):
             self.step(monitor.clock())
 
-    def _open(self) -> bool:
+    def _open(self, monitor: RunContext) -> bool:
+        """Open the source (default psutil) and its reader; ``False`` (said once) without psutil."""
         source = self._source
         if source is None:
             try:
-                import psutil
+                import psutil as source
             except ImportError:
-                if self._monitor is not None:
-                    self._monitor.warn_once("node-psutil", "node metrics unavailable: psutil is not installed")
+                monitor.warn_once("node-psutil", "node metrics unavailable: psutil is not installed")
                 return False
-            source = psutil
-        self._reader = NodeReader(source, self._run_dir)
+        self._reader = NodeReader(source, None if monitor.run_dir is None else str(monitor.run_dir))
         return True
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
@@ -115,17 +112,14 @@ class NodeSampler(ExtensionBase):
                 self.abandoned_reason = (f"node sampling did not stop within {timeout_s:g} s (a psutil call hung); "
                                          "its thread was left behind")
 
-    def _run(self) -> None:
-        monitor = self._monitor
-        if monitor is None or not self._open():
+    def _run(self, monitor: RunContext) -> None:
+        if not self._open(monitor):
             return
-        self.step(monitor.clock())  # the baseline
+        clock = monitor.clock
+        self.step(clock())  # the baseline
         deadline = self._wait_clock() + self.period_s
-        while not self._stop.wait(max(0.0, deadline - self._wait_clock())):
-            monitor = self._monitor
-            if monitor is None or self._errors >= MAX_ERRORS:
-                return
-            self.step(monitor.clock())
+        while not self._stop.wait(max(0.0, deadline - self._wait_clock())) and self._errors < MAX_ERRORS:
+            self.step(clock())
             deadline += self.period_s
             now = self._wait_clock()
             if deadline < now:  # fell behind: skip missed ticks
@@ -133,22 +127,21 @@ class NodeSampler(ExtensionBase):
 
     # -- sampling ------------------------------------------------------------------
     def step(self, now_s: float) -> NodeSample | None:
-        """Read the source once at clock time ``now_s``; record, accumulate, return the sample. Never raises."""
+        """Read the source once at clock time ``now_s``; record, accumulate, return the sample (``None`` before the
+        start opened the source). Never raises."""
         monitor, reader = self._monitor, self._reader
-        if reader is None:
+        if monitor is None or reader is None:
             return None
-        t_s = monitor.phases.session_elapsed_s(now_s) if monitor is not None else now_s
+        t_s = monitor.phases.session_elapsed_s(now_s)
         try:
             sample = reader.read(now_s, t_s)
             self._errors = 0
         except Exception as exc:
             self._errors += 1
-            if monitor is not None:
-                monitor.warn_once("node-sample", f"node sampling fault: {exc!r}")
+            monitor.warn_once("node-sample", f"node sampling fault: {exc!r}")
             return None
-        if monitor is not None and reader.failures:
-            for name, error in list(reader.failures.items()):
-                monitor.warn_once(f"node-{name}", f"node reading {name!r} unavailable from here on: {error}")
+        for name, error in list(reader.failures.items()):
+            monitor.warn_once(f"node-{name}", f"node reading {name!r} unavailable from here on: {error}")
         board = getattr(monitor, "process_memory", None)
         if board is not None:  # the report's RSS (core.memory): read here, never on the training thread
             board.post(sample.rss_bytes, sample.mem_total_bytes)
@@ -160,7 +153,7 @@ class NodeSampler(ExtensionBase):
             for name, stat in self._stats.items():
                 stat.add(getattr(sample, name))
         for name, series in SERIES.items():
-            if monitor is not None and (value := getattr(sample, name)) is not None:
+            if (value := getattr(sample, name)) is not None:
                 monitor.record_at(series, t_s, value)
         return sample
 
@@ -188,21 +181,16 @@ class NodeSampler(ExtensionBase):
 
     def warnings(self) -> list[str]:
         """Run folder's filesystem above 95% full; swap growing or paging during the run."""
-        sample = self.latest
-        out: list[str] = []
-        if sample is None:
+        sample, reader, out = self.latest, self._reader, []
+        if sample is None or reader is None:
             return out
         used = sample.run_fs_used_fraction
         if used is not None and used > DISK_FULL_FRACTION:
-            free = _gb(sample.run_fs_free_bytes)
-            out.append(f"the run folder's filesystem is {used * 100:.0f}% full ({free} free): "
-                       "logs and checkpoints may fail to write")
-        reader = self._reader
-        growth = reader.swap_growth_bytes if reader else 0
-        paged = reader.swap_io_bytes if reader else 0
-        if growth >= SWAP_WARN_BYTES or paged >= SWAP_WARN_BYTES:
-            out.append(f"swap in use ({_gb(sample.swap_used_bytes)} used, {_gb(paged)} paged during the run): "
-                       "host memory is short and the loop may slow down")
+            out.append(f"the run folder's filesystem is {used * 100:.0f}% full ({_gb(sample.run_fs_free_bytes)} "
+                       "free): logs and checkpoints may fail to write")
+        if max(reader.swap_growth_bytes, reader.swap_io_bytes) >= SWAP_WARN_BYTES:
+            out.append(f"swap in use ({_gb(sample.swap_used_bytes)} used, {_gb(reader.swap_io_bytes)} paged during "
+                       "the run): host memory is short and the loop may slow down")
         return out
 
     def panels(self) -> list[dict[str, Any]]:
@@ -241,10 +229,7 @@ class NodeSampler(ExtensionBase):
 
 
 def _row(label: str, value: Any, unit: str, note: str | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {"label": label, "value": value, "unit": unit, "provenance": "measured"}
-    if note:
-        row["note"] = note
-    return row
+    return {"label": label, "value": value, "unit": unit, "provenance": "measured", **({"note": note} if note else {})}
 
 
 def _gb(value: float | None) -> str:

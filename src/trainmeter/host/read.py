@@ -85,15 +85,9 @@ def _rate(prev: int | None, cur: int | None, dt_s: float) -> float | None:
 
 
 def _sensor_pairs(reading: Any) -> tuple[tuple[str, float], ...] | None:
-    if not reading:
-        return None
-    pairs = []
-    for chip, entries in reading.items():
-        for i, entry in enumerate(entries):
-            value = getattr(entry, "current", None)
-            if value is not None and math.isfinite(float(value)):
-                pairs.append((f"{chip}/{getattr(entry, 'label', '') or i}", float(value)))
-    return tuple(pairs) or None
+    return tuple((f"{chip}/{getattr(entry, 'label', '') or i}", float(value))
+                 for chip, entries in (reading or {}).items() for i, entry in enumerate(entries)
+                 if (value := getattr(entry, "current", None)) is not None and math.isfinite(float(value))) or None
 
 
 def _int(obj: Any, name: str) -> int | None:
@@ -169,25 +163,22 @@ class NodeReader:
             self._read_slow()
         self._ticks += 1
         values.update(self._slow)
-        self._track_swap(cur)
+        first = self._first = self._first or cur  # swap growth and paging since the first read
+        if cur.swap_used is not None and first.swap_used is not None:
+            self.swap_growth_bytes = max(self.swap_growth_bytes, cur.swap_used - first.swap_used)
+        if cur.swap_io is not None and first.swap_io is not None:
+            self.swap_io_bytes = max(0, cur.swap_io - first.swap_io)
         self._prev = cur
         return NodeSample(t_s=t_s, **values)
 
     def _rss(self) -> int | None:
-        make = getattr(self._src, "Process", None)
-        if make is None:
-            return None
-        if self._process is None:
-            self._process = self._field("rss", make)
-        info = self._field("rss", self._process.memory_info) if self._process is not None else None
-        return _int(info, "rss") if info is not None else None
+        if self._process is None and hasattr(self._src, "Process"):
+            self._process = self._field("rss", self._src.Process)
+        return _int(self._field("rss", self._process.memory_info) if self._process is not None else None, "rss")
 
     def read_threads(self) -> dict[int, float] | None:
         """CPU seconds (user + system) per native thread id of this process, or ``None`` when unavailable."""
-        process = self._process
-        if process is None:
-            return None
-        rows = self._field("threads", process.threads)
+        rows = self._field("threads", self._process.threads) if self._process is not None else None
         return {int(r.id): float(r.user_time) + float(r.system_time) for r in rows} if rows is not None else None
 
     def _read_slow(self) -> None:
@@ -202,16 +193,6 @@ class NodeReader:
             read = getattr(src, "sensors_temperatures" if name == "temps" else "sensors_fans", None)
             pairs = _sensor_pairs(self._field(name, read)) if read is not None else None
             slow.update({key: pairs, peak: max(v for _, v in pairs) if pairs else None})
-
-    def _track_swap(self, cur: _Counters) -> None:
-        first = self._first
-        if first is None:
-            self._first = cur
-            return
-        if cur.swap_used is not None and first.swap_used is not None:
-            self.swap_growth_bytes = max(self.swap_growth_bytes, cur.swap_used - first.swap_used)
-        if cur.swap_io is not None and first.swap_io is not None:
-            self.swap_io_bytes = max(0, cur.swap_io - first.swap_io)
 
 
 def _cpu_shares(prev: list[tuple[float, float]] | None, cur: list[tuple[float, float]]) -> dict[str, Any]:

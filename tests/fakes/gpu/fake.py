@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tests.fakes.gpu.fake_mig import FakeMigGpm
 from tests.fakes.gpu.fake_profiles import (  # re-exported for tests
@@ -51,13 +52,15 @@ from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
     REASON_NO_DEVICES,
+    REASON_NO_PERMISSION,
+    REASON_NOT_SUPPORTED,
     GpuBackendResult,
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
-    reason_no_permission,
-    reason_not_supported,
 )
+from trainmeter.gpu.sampler import GpuSampler, open_for_run
+from trainmeter.gpu.selection import cuda_context_uuids
 
 __all__ = [
     "DATALOADER_STALL",
@@ -202,7 +205,7 @@ class FakeNvml:
         dev = self._devices[index]
         p = dev.profile
         if any(f.kind == "unopenable" for f in dev.faults):
-            return GpuDeviceInfo(index=index, name="", uuid="", reason=reason_no_permission(f"GPU {index}"))
+            return GpuDeviceInfo(index=index, name="", uuid="", reason=REASON_NO_PERMISSION.format(f"GPU {index}"))
         gpm_reason = None
         if p.mig:
             gpm_reason = REASON_MIG
@@ -238,7 +241,7 @@ class FakeNvml:
             if self.closed:
                 raise GpuUnavailableError("the fake NVML backend is closed", fatal=True)
             if any(f.kind == "unopenable" for f in dev.faults):
-                raise GpuUnavailableError(reason_no_permission(f"GPU {index}"), fatal=True)
+                raise GpuUnavailableError(REASON_NO_PERMISSION.format(f"GPU {index}"), fatal=True)
             if dev.lost or any(f.kind == "gpu_lost" for f in active):
                 dev.lost = True
                 raise GpuUnavailableError(REASON_GPU_LOST, fatal=True)
@@ -262,9 +265,9 @@ class FakeNvml:
                 return None, REASON_GPU_LOST
             for fault in active:
                 if fault.field == "total_energy_mj" and fault.kind == "not_supported":
-                    return None, reason_not_supported(REASON_ENERGY_WHAT)
+                    return None, REASON_NOT_SUPPORTED.format(REASON_ENERGY_WHAT)
                 if fault.field == "total_energy_mj" and fault.kind == "no_permission":
-                    return None, reason_no_permission(REASON_ENERGY_WHAT)
+                    return None, REASON_NO_PERMISSION.format(REASON_ENERGY_WHAT)
             power_j = integrals_at(dev.phases, now_s - self._start_s, ("power_w",))["power_w"]
             return ENERGY_AT_START_MJ + 1000.0 * power_j, None
 
@@ -332,9 +335,9 @@ class FakeNvml:
                     )
                     missing[name] = gpm_reason
                 elif fault.kind == "not_supported":
-                    missing[name] = reason_not_supported(name)
+                    missing[name] = REASON_NOT_SUPPORTED.format(name)
                 else:
-                    missing[name] = reason_no_permission(name)
+                    missing[name] = REASON_NO_PERMISSION.format(name)
         if all(values.get(name) is None for name in GPM_FIELDS):
             window_s = None
         mig_fault = next((f.kind for f in active if f.field == "mig_gpm"), None)
@@ -370,3 +373,18 @@ def open_fake(fake: FakeNvml | None = None, *, failure: str | None = None) -> Gp
     if fake is None or fake.device_count() == 0:
         return GpuBackendResult(backend=None, reason=REASON_NO_DEVICES)
     return GpuBackendResult(backend=fake)
+
+
+def sampler_for_run(gpus: Any = None, *, clock: Clock, open_backend: Callable[..., GpuBackendResult],
+                    cuda_uuids: Any = cuda_context_uuids, env: Mapping[str, str] | None = None,
+                    **kwargs: Any) -> GpuSampler:
+    """A (not yet started) sampler on the devices ``gpus`` names, opened at once on this thread (the owner thread's
+    open of :meth:`GpuSampler.in_background`); ``ValueError``: a bad ``gpus``."""
+    sampler = GpuSampler(None, (), clock=clock, **kwargs)
+    sampler._use(open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=cuda_uuids, env=env))
+    return sampler
+
+
+def rung(ladder: Any, key: str) -> Any:
+    """The ladder's rung with ``key``, DRAM bandwidth included (KeyError if none)."""
+    return {r.key: r for r in (*ladder.rungs, ladder.dram_bw_util)}[key]

@@ -20,8 +20,8 @@ from trainmeter.gpu.backend import (
     REASON_GPM_FIRST_SAMPLE,
     REASON_MIG_GPM_NOT_SUPPORTED,
     REASON_MIG_NO_INSTANCES,
+    REASON_NO_PERMISSION,
     MigGpmSample,
-    reason_no_permission,
 )
 
 MIN_WINDOW_S = 0.1
@@ -67,7 +67,7 @@ class FakeMigGpm:
         if not p.gpm or fault == "not_supported":
             return (), REASON_MIG_GPM_NOT_SUPPORTED
         if fault == "no_permission":
-            return (), reason_no_permission(MIG_GPM_WHAT)
+            return (), REASON_NO_PERMISSION.format(MIG_GPM_WHAT)
         if not self._phases:
             return (), REASON_MIG_NO_INSTANCES
         out = []
