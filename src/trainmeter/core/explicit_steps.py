@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import sys
 import weakref
+from contextlib import suppress
 from threading import get_ident
 from typing import Any
 
 from trainmeter.core.faults import fault_site
 from trainmeter.core.host_patches import blind_message
-from trainmeter.core.loss_capture import LOSS_SERIES, _divided
+from trainmeter.core.loss_capture import _divided
+from trainmeter.core.steps import LOSS_SERIES
 
 
 class Stepper:
@@ -28,7 +30,7 @@ class Stepper:
 
 
 def trained_parameters(model: Any) -> list[Any]:
-    """The parameters of ``model`` that require a gradient (none when it has no ``parameters``)."""
+    """The parameters of ``model`` that require a gradient (none when it has no ``parameters``: ``None``)."""
     try:
         return [p for p in model.parameters() if getattr(p, "requires_grad", False)]
     except Exception:
@@ -62,13 +64,13 @@ class OptimizerSteps:
         """No other optimizer, no step counted here yet (a forked child's own run)."""
         self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...), in stepping order
         self._refs: dict[int, weakref.ReferenceType[Any]] = {}  # number -> that optimizer
-        self._losses: list[int] = []  # the numbers whose losses were kept
+        self._losses: set[int] = set()  # the numbers whose losses were kept
         self._numbered = 0  # numbers given
         self.general_steps = 0
 
     def other_numbers(self) -> list[int]:
         """The numbers (2, 3, ...) of the non-primary optimizers whose losses were kept."""
-        return list(self._losses)
+        return sorted(self._losses)
 
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The general path of the step post-hook (:meth:`Wrappers.step_hook` takes the steady one)."""
@@ -127,8 +129,7 @@ class OptimizerSteps:
         if loss is None and self._hot.fast_parts:
             loss = self._loss.fast_loss()
         if loss is not None:
-            if number not in self._losses:
-                self._losses.append(number)
+            self._losses.add(number)
             loss.series = f"{LOSS_SERIES}.optimizer{number}"
             self._steps.add_loss(loss)
 
@@ -139,7 +140,7 @@ class OptimizerSteps:
         found = self._steppers.get(key)
         if found is not None:
             return found
-        found = self._steppers[key] = Stepper(source, trained_parameters(model) if model is not None else [])
+        found = self._steppers[key] = Stepper(source, trained_parameters(model))
         if model is not None:
             # as at a torch optimizer's construction (core/discovery.py): the model becomes a candidate
             self._discovery.note_optimizer(found, [model])
@@ -151,9 +152,7 @@ class OptimizerSteps:
 def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
     """The run's probes' stepper for ``source`` and ``model`` (made once); without probes a fresh one."""
     probes = monitor.probes
-    if probes is None:
-        return Stepper(source, trained_parameters(model) if model is not None else [])
-    return probes.stepper(source, model)
+    return Stepper(source, trained_parameters(model)) if probes is None else probes.stepper(source, model)
 
 
 def hold_rate(monitor: Any, source: str, model: Any, rate: Any) -> None:
@@ -200,13 +199,9 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
 
 def backward_seen(monitor: Any) -> bool:
     """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
-    probes = getattr(monitor, "probes", None)
-    if probes is None:
-        return False
-    try:
-        return bool(probes.backward_seen())
-    except Exception:
-        return False
+    with suppress(Exception):  # (no probes: monitor.probes is None)
+        return bool(monitor.probes.backward_seen())
+    return False
 
 
 def steps_unknown(monitor: Any) -> bool:

@@ -16,9 +16,8 @@ from typing import Any
 from trainmeter.core.controls import raise_stop
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series_registry import SeriesRegistry
-from trainmeter.core.steps import StepRecorder
+from trainmeter.core.steps import LOSS_SERIES, StepRecorder
 
-LOSS_SERIES = "train_loss"
 MAX_LANE_LOSSES = 4096
 MAX_LANES = 64
 
@@ -48,7 +47,7 @@ class Lane:
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
                  "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
-                 "losses", "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s",
+                 "losses", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s",
                  "stopped_at")
 
     def __init__(self, ident: int, thread: str, hot: bool = False) -> None:
@@ -70,7 +69,6 @@ class Lane:
         self.scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
         self.reader = ScalarReader()  # its own deferred reads (a CUDA loss), polled at its steps
         self.losses: deque[StepLoss] = deque(maxlen=MAX_LANE_LOSSES)  # closed losses waiting for their reads
-        self.series: Any = None  # its loss series, once it has a point
         self.loss_name = LOSS_SERIES
         self.others: dict[int, int] = {}  # another optimizer stepped in this thread -> its number (2, 3, ...)
         self.steps = 0
@@ -206,11 +204,11 @@ class Lanes:
         records: list[LaneRecord] = []
         if steps.steps:
             self.note_lane1_times()
-            first, last = self._lane1_first_t_s, self._lane1_last_t_s
             thread, model, optimizer = lane_one() if lane_one is not None else ("", None, None)
             records.append(LaneRecord(
                 lane=1, thread=thread or threading.current_thread().name, model=model, optimizer=optimizer,
-                steps=steps.steps, tokens=steps.tokens, unit=unit, step_s=mean_step_s(first, last, steps.steps),
-                loss_series="train_loss", stopped_at_step=lane1_stopped_at))
+                steps=steps.steps, tokens=steps.tokens, unit=unit, loss_series=LOSS_SERIES,
+                step_s=mean_step_s(self._lane1_first_t_s, self._lane1_last_t_s, steps.steps),
+                stopped_at_step=lane1_stopped_at))
         records += [lane.record(unit) for lane in list(self.lanes)[:MAX_LANES]]
         return records

@@ -6,8 +6,8 @@ import weakref
 from typing import Any
 
 from trainmeter.core.scalars import StepLoss
+from trainmeter.core.steps import LOSS_SERIES
 
-LOSS_SERIES = "train_loss"
 TOKENS_SERIES = "tokens_per_step"
 
 
@@ -66,8 +66,7 @@ class LossCapture:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
         self._hot.capture(False)
-        self.step_loss = None
-        self._hot.clear_fast_loss()
+        self.reset()
 
     def on_backward(self, tensors: Any) -> None:
         """A backward call's 0-d tensors are parts of the step's loss (the backward wrapper's general path)."""
@@ -103,9 +102,6 @@ class LossCapture:
             lane.scaled = scaled
             return
         self.scaled = scaled
-
-    def forget_scaled(self) -> None:
-        self.scaled = None
 
     def fast_division(self, tensor: Any) -> None:
         """Fold the held first part's and ``tensor``'s division into ``fast_divided`` (steps of several parts)."""
@@ -185,7 +181,7 @@ class LossCapture:
                              "divided by the number of calls")
             describe(LOSS_SERIES, {"provenance": "measured", "source": f"loss capture: {how}",
                                    "ambiguous": bool(n["ambiguous"]), "note": "; ".join(notes)}, replace=False)
-        for number in sorted(set(others)):
+        for number in others:
             describe(f"{LOSS_SERIES}.optimizer{number}", {
                 "provenance": "measured",
                 "source": f"loss capture: values passed to backward before a step of optimizer {number} "

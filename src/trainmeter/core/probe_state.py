@@ -172,19 +172,13 @@ class ProbeThreads:
         ident = get_ident()
         if ident == self.hot_ident:
             return None
-        lane = self._lanes.get(ident)
-        if lane is None:
-            lane = self._new_thread(ident)
+        lane = self._lanes.get(ident) or self._new_thread(ident)
         return None if lane is None or lane.hot else lane
 
     def thread_state(self) -> Lane:
-        """The calling thread's lane, lane 1's thread included (threaded mode only)."""
+        """The calling thread's lane, lane 1's thread included (threaded mode only: lane 1's thread has one)."""
         ident = get_ident()
-        lane = self._lanes.get(ident)
-        if lane is None:
-            self._new_thread(ident)
-            lane = self._lanes[ident]
-        return lane
+        return self._lanes.get(ident) or self._new_thread(ident)  # type: ignore[return-value]
 
     def current(self) -> Lane | None:
         """The calling thread's lane (lane 1's in threaded mode), or ``None`` on lane 1's thread while it trains

@@ -228,7 +228,7 @@ class Wrappers:
                 try:
                     loss.note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
-                    loss.forget_scaled()
+                    loss.scaled = None
             return out
 
         return scale
