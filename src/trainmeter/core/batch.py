@@ -63,7 +63,6 @@ SAMPLE_KINDS = {"graphs": "samples are graphs (a graph batch's num_graphs)",
                 "seeds": "samples are seed nodes (a sampled graph batch's batch_size)",
                 "nodes": "samples are nodes (dim 0 of a graph batch's node tensor x)"}
 """What a sample is, by the reading's kind (said in ``series_info.tokens_per_step.note``)."""
-_KNOWN_TYPES = (_graph,)  # the registry of known batch objects: each gives a reading or None (not its kind)
 
 
 def _read(value: Any, depth: int) -> Reading:
@@ -84,12 +83,9 @@ def _read(value: Any, depth: int) -> Reading:
         items = list(value.values())
     elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         items = value
-    else:
-        for known in _KNOWN_TYPES:
-            found = known(value)
-            if found is not None:
-                return found
-        return f"a {type(value).__name__}"
+    else:  # a known batch object (a graph batch), else unread
+        found = _graph(value)
+        return f"a {type(value).__name__}" if found is None else found
     if items and all(isinstance(item, Mapping) for item in items):  # columns (a contrastive pair): each counts
         return _columns(items, depth)
     return _first(items, depth)
@@ -141,7 +137,7 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
     Every column counts once: a tensor by its shape (integer ids: ``"tokens"``, else dim 0 ``"samples"``), a
     mapping by its token ids (``input_ids``, ...), a list, tuple or mapping of feature mappings (a contrastive
     batch) or a mapping of ``<column>_input_ids`` by the sum of its columns, other sequences by their first
-    readable item, a known batch object (a graph batch) through the registry.
+    readable item, a known batch object (a graph batch) by its own fields.
 
     Returns:
         ``None`` when nothing readable was found (the count is unknown, never 0).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from dataclasses import dataclass
 from threading import get_ident
 from typing import Any
 
@@ -33,15 +34,13 @@ DISCOVERY_STEPS = 20
 KEEP_OTHERS_S = 10.0
 
 
+@dataclass(slots=True)
 class _Candidate:
-    __slots__ = ("ref", "tokens", "unit", "calls", "example")
-
-    def __init__(self, module: Any) -> None:
-        self.ref = weakref.ref(module)
-        self.tokens = 0
-        self.unit: str | None = None
-        self.calls = 0
-        self.example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
+    ref: weakref.ReferenceType[Any]
+    tokens: int = 0
+    unit: str | None = None
+    calls: int = 0
+    example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
 
 
 class Discovery:
@@ -200,7 +199,7 @@ class Discovery:
             # and a compiled wrapper made of this module is watched instead
             self._set_aside.add(id(module))
             return
-        self.candidates[id(module)] = _Candidate(module)
+        self.candidates[id(module)] = _Candidate(weakref.ref(module))
         attr = "training_step" if _is_lightning_module(module) else "__call__"
         if (cls, attr) not in self._patched_classes and self._wrap_call is not None:
             self._patched_classes.add((cls, attr))

@@ -289,21 +289,15 @@ def refused(key: str) -> str | None:
 
 def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
     """Look up the entry's private names now (a private module not imported yet is left for later)."""
-    modules = sys.modules if modules is None else modules
-    missing: list[str] = []
-    unchecked: list[str] = []
-    for dotted in entry(key).private:
-        found = resolve(dotted, modules)
-        if found is None:
-            unchecked.append(dotted)
-        elif not found:
-            missing.append(dotted)
+    private = entry(key).private
+    if not private:
+        return PatchCheck(ok=True, detail="public API only")
+    found = {dotted: resolve(dotted, sys.modules if modules is None else modules) for dotted in private}
+    missing = [dotted for dotted, there in found.items() if there is False]
     if missing:
         return PatchCheck(ok=False, detail=f"{', '.join(missing)} not found in this version")
-    if unchecked and len(unchecked) == len(entry(key).private):
+    if all(there is None for there in found.values()):
         return PatchCheck(ok=None, detail="checked when its library is imported")
-    if not entry(key).private:
-        return PatchCheck(ok=True, detail="public API only")
     return PatchCheck(ok=True, detail="its private names are present")
 
 

@@ -134,13 +134,11 @@ class TorchProbes:
     def reset_discovery(self) -> None:
         """Forget the root and the primary optimizer (a forked child may train another model). Training thread."""
         hot = self.hot
-        hot.primary = None
+        hot.new_probe_state()
+        hot.backward_on = hot.capture_on
         self.discovery.reset()
         self.optimizers.reset()
         self.threads.reset()  # the child's threads are not the parent's (nor its lock's holder)
-        hot.backward_on = hot.capture_on
-        hot.pending_tokens = 0
-        hot.calls = 0
         self.loss.reset()
         self.root_calls.reset()
         self._through = None

@@ -355,13 +355,17 @@ class CompileWatch:
             self._imports.remove()
             self._imports = None
 
+    def _compiling(self) -> None:
+        """Something is compiled in the run: discovery told once (while the run is active)."""
+        if self._hot.active and not self._discovery.compiling:
+            guarded(self._warn, "probe-discovery", self._discovery.on_compiling)
+
     def _make_compile(self, original: Any) -> Any:
-        discovery, hot, warn = self._discovery, self._hot, self._warn
+        compiling = self._compiling
 
         @functools.wraps(original)
         def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
-            if hot.active and not discovery.compiling:
-                guarded(warn, "probe-discovery", discovery.on_compiling)
+            compiling()
             return original(*args, **kwargs)
 
         return compile
@@ -373,13 +377,12 @@ class CompileWatch:
             self._patches.wrap(owner, "__init__", self._make_compiled_init)
 
     def _make_compiled_init(self, original: Any) -> Any:
-        discovery, hot, warn = self._discovery, self._hot, self._warn
+        discovery, hot, warn, compiling = self._discovery, self._hot, self._warn, self._compiling
 
         @functools.wraps(original)
         def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
             watched = hot.active and discovery.knows(mod)
-            if hot.active and not discovery.compiling:
-                guarded(warn, "probe-discovery", discovery.on_compiling)
+            compiling()
             if not watched:
                 return original(compiled, mod, *args, **kwargs)
             # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
