@@ -194,14 +194,10 @@ class Wrappers:
                             return original(module, first)
                         finally:
                             hot.depth = 0
-            if hot.depth and not threads.threaded and get_ident() == threads.hot_ident:
-                # a module inside the root's call on lane 1's thread: what the general path below ends in
-                if first is _NO_ARG:
-                    return original(module, **kwargs)
-                return original(module, first, *args, **kwargs)
             if first is not _NO_ARG:
                 args = (first, *args)
-            if id(module) not in candidates or not hot.active:
+            if ((hot.depth and not threads.threaded and get_ident() == threads.hot_ident)  # inside the root's call
+                    or id(module) not in candidates or not hot.active):
                 return original(module, *args, **kwargs)
             if threads.threaded or ((lightning or is_grad_enabled()) and threads.thread_lane() is not None):
                 # several training threads: per-thread nesting and counts (core/probe_state.py ProbeThreads)
@@ -284,19 +280,30 @@ class Wrappers:
         return backward
 
     def _general_backward(self, original: Any, tensors: Any, grad_tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`."""
+        """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`; a nested
+        backward, capture off, or training in several threads: the calling thread's lane's, if any."""
         hot = self._hot
-        if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
-            if kwargs:
+        if not hot.in_backward and hot.backward_on:
+            hot.in_backward = True
+            try:
+                if grad_tensors is None and not hot.paused_in(get_ident()):
+                    self._loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
                 return original(tensors, grad_tensors, *args, **kwargs)
-            return self._backward_aside(original, tensors, grad_tensors, *args)
-        hot.in_backward = True
-        try:
-            if grad_tensors is None and not self._hot.paused_in(get_ident()):
-                self._loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
+            finally:
+                hot.in_backward = False
+        lane = self._threads.current() if hot.capture_on and not kwargs else None
+        if lane is None or lane.in_backward:
             return original(tensors, grad_tensors, *args, **kwargs)
+        lane.in_backward = True
+        try:
+            if grad_tensors is None and not hot.paused_in(lane.ident):
+                if lane.hot:
+                    self._loss.on_backward(tensors)
+                else:
+                    self._threads.lane_backward(lane, tensors)
+            return original(tensors, grad_tensors, *args)
         finally:
-            hot.in_backward = False
+            lane.in_backward = False
 
     # -- the wrappers' per-thread paths (core/probe_state.py ProbeThreads) -------------------------------
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
@@ -314,22 +321,6 @@ class Wrappers:
             return original(module, *args, **kwargs)
         finally:
             lane.depth -= 1
-
-    def _backward_aside(self, original: Any, *args: Any) -> Any:
-        """The backward wrapper's other path: a nested backward, capture off, or training in several threads."""
-        lane = self._threads.current() if self._hot.capture_on else None
-        if lane is not None and not lane.in_backward:
-            lane.in_backward = True
-            try:
-                if args[1] is None and not self._hot.paused_in(lane.ident):
-                    if lane.hot:
-                        self._loss.on_backward(args[0])
-                    else:
-                        self._threads.lane_backward(lane, args[0])
-                return original(*args)
-            finally:
-                lane.in_backward = False
-        return original(*args)
 
 
 class CompileWatch:
