@@ -17,13 +17,9 @@ def _divided(grad_fn: Any) -> bool:
 
 
 def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, bool] | None) -> bool:
-    """Add one backward call's 0-d ``tensor`` to ``loss``, divided by the GradScaler scale when it is the loss
-    ``GradScaler.scale`` returned (``scaled``: a weak reference to it, the scale tensor, whether the loss was divided
-    before scaling; docs/spec.md section 2, "Loss"). Lane 1 and every other lane use this one rule.
-
-    Returns:
-        Whether ``scaled`` was used (the caller then forgets it).
-    """
+    """Add one backward call's 0-d ``tensor`` to ``loss`` (every lane's rule), divided by the GradScaler scale when
+    it is the loss ``GradScaler.scale`` returned (``scaled``: a weak reference to it, the scale tensor, whether the
+    loss was divided before scaling; docs/spec.md section 2, "Loss"). Returns whether ``scaled`` was used."""
     if scaled is not None and scaled[0]() is tensor:
         loss.add(reader, tensor, scaled[1], divided=scaled[2])
         return True
@@ -53,7 +49,7 @@ class LossCapture:
         self.unstepped = False
 
     def reset(self) -> None:
-        """No loss pending (a forked child's own run; a stop)."""
+        """No loss pending (a forked child's own run; a stop; a fault)."""
         self.step_loss = None
         self._hot.clear_fast_loss()
         self.scaled = None
@@ -93,8 +89,7 @@ class LossCapture:
             self.fault(exc)
 
     def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
-        """The loss ``GradScaler.scale`` returned and its scale tensor, kept for the calling thread's next backward
-        (lane 1's here, another thread's in its lane): its scale is divided out there."""
+        """The loss ``GradScaler.scale`` returned and its scale, divided out at the calling thread's next backward."""
         scaled = (weakref.ref(out), scale, divided)
         self._hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
         lane = self._threads.current()
@@ -130,7 +125,7 @@ class LossCapture:
     def take(self) -> StepLoss | None:
         """The step's loss on the general path (``None`` when its parts were read on the fast path), then none."""
         loss, self.step_loss = self.step_loss, None
-        self._hot.refresh()  # the loss may take the backward fast path again
+        self._hot.refresh()  # the next loss may take the backward fast path
         return loss
 
     def take_fast(self) -> float:
@@ -141,8 +136,7 @@ class LossCapture:
         hot.clear_fast_loss()
         return value
 
-    def note(self, loss: StepLoss) -> None:
-        """A step's loss from the general path goes into the provenance counts."""
+    def note(self, loss: StepLoss) -> None:  # a general path's step loss, in the provenance counts
         self._count(len(loss.parts), loss.divided, loss.ambiguous, loss.scaled)
 
     def _count(self, parts: int, divided: bool, ambiguous: bool, scaled: bool) -> None:
@@ -153,16 +147,13 @@ class LossCapture:
         info["divided"] += divided and parts > 1
         info["scaled"] += scaled
 
-    # -- what a framework asks (core/explicit_steps.py) ------------------------------------
     def backward_seen(self) -> bool:
         """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
         return self.step_loss is not None or bool(self._hot.fast_parts) or self.unstepped
 
-    # -- provenance ----------------------------------------------------------------
     def write_info(self, describe: Any, steady_steps: int, others: list[int]) -> dict[str, int]:
-        """The ``series_info`` entries of ``train_loss`` (``describe``: the run's registry's, an entry set only where
-        none is; ``steady_steps``: the step hook's steady steps, their loss read at backward; ``others``: the numbers
-        of the other optimizers that stepped). Returns the counts."""
+        """The ``series_info`` entries of ``train_loss`` (``steady_steps``: the step hook's, their loss read at
+        backward; ``others``: the other optimizers' numbers). Returns the counts."""
         n = dict(self._info)
         n["steps"] += steady_steps
         if n["steps"]:

@@ -26,12 +26,6 @@ from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.wrappers import CompileWatch, Wrappers
 
 
-def lightning_source(root: Any) -> str:
-    """The source of the root's batches when it is a LightningModule (its ``training_step``'s), else ""."""
-    module = root() if root is not None else None
-    return "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
-
-
 class TorchProbes:
     """The in-process torch hooks of one run (``monitor``): the owner of their parts (``hot``, the per-call state the
     wrappers close over, with their switches; ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
@@ -40,14 +34,10 @@ class TorchProbes:
     name = "torch"
 
     def __init__(self, monitor: Any) -> None:
-        # the run (core/monitor.py Monitor): steps_state (the step rule), lanes, registry, at_step, set_token_unit,
-        # set_model, token_unit, warn_once, scalar_reader
-        self._monitor = monitor
-        steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
-        self._steps: Any = steps
+        self._monitor = monitor  # the run (core/monitor.py Monitor)
+        self._steps = steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
         self._handles: list[Any] = []
         self._patches = Patches()
-        # the fast flags, the last batch signature, the step's loss parts, the switches
         self.hot = hot = ProbeState(self._refresh_fast)
         self.threads = threads = ProbeThreads(hot, monitor)
         self.root_calls = root_calls = RootCalls(hot, steps, monitor)
@@ -70,9 +60,8 @@ class TorchProbes:
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
         hot, discovery, threads = self.hot, self.discovery, self.threads
-        # a second training thread switches the fast paths off for the run (ProbeThreads); the first backward waits
-        # for lane 1's thread to be known
-        # a pause silences only the thread that set it (the counted pass may run on the report worker)
+        # a second training thread switches the fast paths off (ProbeThreads); the first backward waits for lane 1's
+        # thread to be known; a pause silences only the thread that set it (the counted pass may run on the worker)
         paused = hot.paused and (not threads.hot_ident or hot.paused_ident == threads.hot_ident)
         plain = hot.active and not paused and hot.on_training is None and not threads.threaded
         root = discovery.root
@@ -132,7 +121,7 @@ class TorchProbes:
         guarded(self._monitor.warn_once, "probe-info", self._write_info)
 
     def reset_discovery(self) -> None:
-        """Forget the root and the primary optimizer (a forked child may train another model). Training thread."""
+        """Forget the root and the primary optimizer (a forked child may train another model)."""
         hot = self.hot
         hot.new_probe_state()
         hot.backward_on = hot.capture_on
@@ -155,8 +144,10 @@ class TorchProbes:
             describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
         elif discovery.roots_found or root_calls.framework_counted:
             root = discovery.reader() or discovery.root_name or "the model"
+            module = discovery.root() if discovery.root is not None else None
+            lightning = "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
             info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, root,
-                               root_calls.framework_counted or lightning_source(discovery.root))
+                               root_calls.framework_counted or lightning)
             unread = root_calls.framework_unread  # the framework's batches the rule could not read
             notes = (SAMPLE_KINDS.get(root_calls.kind), info["note"],
                      unread and f"where {unread}, the calls of {root} counted the batch")
@@ -205,7 +196,7 @@ class TorchProbes:
                          doc="``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.")
 
     def lane_one(self) -> tuple[str, str | None, str | None]:
-        """Lane 1's thread name, root class name and optimizer class name (empty or ``None`` when unknown). Any thread."""
+        """Lane 1's thread, root class and optimizer class names (empty or ``None`` when unknown). Any thread."""
         primary = self.hot.primary_optimizer()
         return self.threads.hot_thread, self.discovery.root_name, type(primary).__name__ if primary is not None else None
 
@@ -253,12 +244,12 @@ class TorchProbes:
         return self.discovery.root_watched() and self.root_calls.example is None and self.discovery.reader() is None
 
     def release_example(self) -> None:
-        """Drop the kept batch (after the FLOP count)."""
+        """Drop the kept batch (after the FLOP count): an empty one, so none other is kept."""
         self.root_calls.release_example()
         if self._through is not None and self._through[2] is not None:
-            self._through = (self._through[0], self._through[1], ((), {}))  # empty: no other call is kept
+            self._through = (self._through[0], self._through[1], ((), {}))
 
-    # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
+    # -- what adapters and core/explicit_steps.py call --------------------------------
     def watch_model(self, module: Any, through: str | None = None) -> None:
         """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
         first step): it and its children holding parameters are watched, so the first step's batches are read from
