@@ -192,22 +192,17 @@ class BatchCounter:
 
     def count(self, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tuple[int, str] | None:
         """As :func:`count_batch`; sets ``seq``, ``kind`` and (when nothing is read) ``unread``."""
-        if args and not kwargs:
-            first = args[0]
-            last = self._last
-            if type(first) is last[0] and first.shape == last[1] and first.dtype is last[2]:
-                self.seq, self.kind = last[4], ""
-                return last[3]
-            if _is_tensor(first):
-                found = _tensor(first)
-                if type(found) is tuple:
-                    self.seq, self.kind = reading_seq(found), ""
-                    counted = found[0], found[1]
-                    self._last = (type(first), first.shape, first.dtype, counted, self.seq)
-                    return counted
+        first = args[0] if args and not kwargs else None
+        last = self._last
+        if first is not None and type(first) is last[0] and first.shape == last[1] and first.dtype is last[2]:
+            self.seq, self.kind = last[4], ""
+            return last[3]
         found = read_call(args, kwargs)
         if type(found) is not tuple:
             self.seq, self.kind, self.unread = 0, "", found
             return None
         self.seq, self.kind = reading_seq(found), found[3]
-        return found[0], found[1]
+        counted = found[0], found[1]
+        if _is_tensor(first) and first.shape:  # read by its shape: the next one like it is not read again
+            self._last = (type(first), first.shape, first.dtype, counted, self.seq)
+        return counted

@@ -16,26 +16,25 @@ class TokenWeightedSeq:
     __slots__ = ("weighted", "with_seq", "mark", "seq")
 
     def __init__(self) -> None:
-        self.weighted = 0  # sum of tokens x S over closed runs
+        self.weighted: float = 0  # sum of tokens x S over closed runs
         self.with_seq = 0  # tokens of closed runs that had an S
         self.mark = 0  # the run's tokens when the open run began
         self.seq = 0  # S of the open run (0: its batches had no S: 1-D token ids, samples)
 
+    def _closed(self, tokens: int) -> tuple[float, int]:
+        """``weighted`` and ``with_seq`` once the open run closes with ``tokens`` counted."""
+        more = tokens - self.mark if self.seq else 0
+        return self.weighted + more * self.seq, self.with_seq + more
+
     def at(self, tokens: int, seq: int) -> None:
         """A batch of sequence length ``seq`` (0: none) is about to be counted, ``tokens`` counted before it."""
-        if seq == self.seq:
-            return
-        if self.seq:
-            self.weighted += (tokens - self.mark) * self.seq
-            self.with_seq += tokens - self.mark
-        self.mark, self.seq = tokens, seq
+        if seq != self.seq:
+            self.weighted, self.with_seq = self._closed(tokens)
+            self.mark, self.seq = tokens, seq
 
     def mean(self, tokens: int) -> tuple[float, int] | None:
         """``(token-weighted S, tokens it is over)`` with ``tokens`` counted so far, or ``None`` (no S seen)."""
-        weighted, with_seq = self.weighted, self.with_seq
-        if self.seq and tokens > self.mark:  # (tokens still pending at the read are left out)
-            weighted += (tokens - self.mark) * self.seq
-            with_seq += tokens - self.mark
+        weighted, with_seq = self._closed(max(tokens, self.mark))  # (tokens still pending at the read: left out)
         return (weighted / with_seq, with_seq) if with_seq > 0 else None
 
 
