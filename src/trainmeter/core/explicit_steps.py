@@ -1,7 +1,6 @@
-"""Optimizer steps off the steady path: the step hook's general path (:class:`OptimizerSteps`: the primary
-optimizer's steps counted, another's losses put in their own series), and the steps no torch.optim hook sees
-(``tm.step()``, a framework's own step event), which reach the probes through a :class:`Stepper` (docs/spec.md
-section 11). Training thread.
+"""Optimizer steps off the steady path: the step hook's general path (:class:`OptimizerSteps`), and the steps no
+torch.optim hook sees (``tm.step()``, a framework's step event) through a :class:`Stepper` (docs/spec.md section 11).
+Training thread.
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ def trained_parameters(model: Any) -> list[Any]:
 
 
 class OptimizerSteps:
-    """The general path of the optimizer step post-hook (the steady step's is core/wrappers.py's; both end in
-    :meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`), and the run's framework steppers.
+    """The step post-hook's general path (ending in :meth:`StepRecorder.step
+    <trainmeter.core.steps.StepRecorder.step>`, as the steady one does), and the run's framework steppers.
 
     Attributes:
         general_steps: Lane 1's steps counted here (the others took the steady path).
@@ -69,7 +68,7 @@ class OptimizerSteps:
         self.general_steps = 0
 
     def other_numbers(self) -> list[int]:
-        """The numbers (2, 3, ...) of the non-primary optimizers whose losses were kept."""
+        """The numbers (2, 3, ...) of the other optimizers whose losses were kept."""
         return sorted(self._losses)
 
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -123,8 +122,7 @@ class OptimizerSteps:
             self._refs[number] = weakref.ref(optimizer)
         if self.on_other_step is not None:
             self.on_other_step(number, optimizer)
-        self._hot.pending_tokens = 0
-        self._hot.calls = 0
+        self._hot.pending_tokens = self._hot.calls = 0
         loss = self._loss.take()
         if loss is None and self._hot.fast_parts:
             loss = self._loss.fast_loss()
@@ -133,7 +131,6 @@ class OptimizerSteps:
             loss.series = f"{LOSS_SERIES}.optimizer{number}"
             self._steps.add_loss(loss)
 
-    # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
     def stepper(self, source: str, model: Any) -> Stepper:
         """The run's stepper for ``source`` and ``model``, made (and ``model`` watched as a candidate) once."""
         key = (source, id(model) if model is not None else 0)
