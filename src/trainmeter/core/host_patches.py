@@ -2,11 +2,8 @@
 
 The entries, ``TRAINMETER_DISABLE`` and the doctor's listing: docs/spec.md section 18, "Host patches". Each
 entry's ``sites`` are checked against the source by tests/core/test_host_patches.py, so a new patch cannot land
-unlisted. The core imports no wing: the table names the wings' patches by key, and each installer asks
-:func:`allow` at install time (never at call time).
-
-Thread safety: pure reads of ``os.environ`` and ``sys.modules``; the record of refusals is a dict written by
-installers (GIL-atomic).
+unlisted. Each installer asks :func:`allow` at install time (never at call time). Thread safety: reads of
+``os.environ`` and ``sys.modules``; the record of refusals is a dict written by installers (GIL-atomic).
 """
 
 from __future__ import annotations
@@ -48,12 +45,8 @@ class HostPatch:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PatchCheck:
-    """An entry's private names, looked up now.
-
-    Attributes:
-        ok: ``True`` (all found), ``False`` (one is missing) or ``None`` (its module is not imported here).
-        detail: What was found.
-    """
+    """An entry's private names, looked up now: ``ok`` is ``True`` (all found), ``False`` (one is missing) or ``None``
+    (its module is not imported here); ``detail`` says what was found."""
 
     ok: bool | None
     detail: str
@@ -207,7 +200,7 @@ _said_unknown: set[str] = set()
 
 
 def entry(key: str) -> HostPatch:
-    """The entry named ``key`` (``KeyError`` for an unlisted one: a programming error)."""
+    """The entry named ``key`` (``KeyError`` for an unlisted one)."""
     return _BY_KEY[key]
 
 
@@ -258,9 +251,8 @@ def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
 
 
 def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
-    """Whether the entry ``key`` may be installed now (call at install time, never on a call path): ``False`` when
-    it is switched off, or when a private name of it is missing and it has no fallback (``warn(key, message)``, a
-    ``warn_once``, says why)."""
+    """Whether the entry ``key`` may be installed now (at install time): not when it is switched off, or a private
+    name of it is missing and it has no fallback (``warn``, a ``warn_once``, says why)."""
     if not enabled(key):
         _refused[key] = f"switched off by {DISABLE_ENV}"
         return False
@@ -302,9 +294,8 @@ def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
 
 
 def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | None:
-    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported. A
-    public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``); a private one
-    (``torch._dynamo``) never: it is checked when the code imports it."""
+    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way, ``torch._dynamo``) is
+    not imported. A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``)."""
     real = modules is None or modules is sys.modules
     modules = sys.modules if modules is None else modules
     parts = dotted.split(".")
@@ -353,10 +344,8 @@ class _PublicCompileFlag:
 
 
 def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:
-    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time: ``torch.compiler``
-    itself while it has the private flag (a module attribute read per call); else an object whose
-    ``_is_compiling_flag`` calls the public ``torch.compiler.is_compiling()``, said once through ``warn`` and in the
-    doctor."""
+    """What the call wrapper reads ``_is_compiling_flag`` from, resolved at install time: ``torch.compiler`` while it
+    has the private flag; else an object whose flag calls the public ``torch.compiler.is_compiling()`` (said once)."""
     if hasattr(compiler, "_is_compiling_flag"):
         _refused.pop("call-wrapper", None)
         return compiler
