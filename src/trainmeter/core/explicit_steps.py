@@ -175,9 +175,12 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
         if model is None:
             model = probes.declared_model()
         found = probes.stepper(source, model)
-        if samples and probes.count_samples(int(samples)):
-            monitor.set_token_unit("samples")
-        probes.step(found)
+        if samples:
+            count = int(samples)
+            if not probes.hot.pending_tokens:  # the probes counted no batch this step
+                probes.hot.pending_tokens = count
+                monitor.set_token_unit("samples")
+        probes.optimizers.on_step(found, (), {})  # counted as the step hook's general path counts a step
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
 

@@ -61,7 +61,7 @@ class LossCapture:
     def fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self._hot.capture(False)
+        self._hot.switch(capture_on=False, backward_on=False)
         self.reset()
 
     def on_backward(self, tensors: Any) -> None:

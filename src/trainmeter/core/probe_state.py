@@ -100,10 +100,6 @@ class ProbeState:
         # the first part's tensor, held to the step or the second part (which reads its grad_fn)
         self.fast_first: Any = None
 
-    def set_active(self, active: bool) -> None:
-        self.active = active
-        self.refresh()
-
     def pause(self, paused: bool, *, refresh: bool = True) -> None:
         """Stop (or resume) counting the calling thread's calls (``refresh``: recompute the fast flags)."""
         self.paused = paused
@@ -111,13 +107,10 @@ class ProbeState:
         if refresh:
             self.refresh()
 
-    def watch_training(self, callback: Callable[[], None] | None) -> None:
-        self.on_training = callback
-        self.refresh()
-
-    def capture(self, on: bool) -> None:
-        """Loss capture installed (``True``) or turned off by a fault."""
-        self.capture_on = self.backward_on = on
+    def switch(self, **switches: Any) -> None:
+        """Set switches (``active``, ``on_training``, ``capture_on`` and ``backward_on``), then ``refresh``."""
+        for name, value in switches.items():
+            setattr(self, name, value)
         self.refresh()
 
     def paused_in(self, ident: int) -> bool:

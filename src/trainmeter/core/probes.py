@@ -84,13 +84,13 @@ class TorchProbes:
         monitor, hot = self._monitor, self.hot
         self.wrappers = wrappers = Wrappers(torch, hot, self._steps, monitor, self.threads, self.discovery, self.loss,
                                             self.optimizers)
-        hot.set_active(True)
+        hot.switch(active=True)
         allow, warn = host_patches.allow, monitor.warn_once  # each host patch checked once, here
         if allow("step-hooks", warn):
             self._handles.append(register_optimizer_step_post_hook(wrappers.step_hook()))
         if allow("backward", warn):
             self._patches.wrap(torch.autograd, "backward", wrappers.backward)
-            hot.capture(True)
+            hot.switch(capture_on=True, backward_on=True)
         self._refresh_fast()
         if allow("optimizer-init", warn):
             self._patches.wrap(Optimizer, "__init__", wrappers.optimizer_init)
@@ -108,7 +108,7 @@ class TorchProbes:
 
     def stop(self) -> None:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
-        self.hot.set_active(False)
+        self.hot.switch(active=False)
         for handle in self._handles:
             with suppress(Exception):
                 handle.remove()
@@ -117,7 +117,7 @@ class TorchProbes:
         self._patches.restore_all()
         self.discovery.stop()
         self.loss.stop()
-        self.hot.watch_training(None)
+        self.hot.switch(on_training=None)
         guarded(self._monitor.warn_once, "probe-info", self._write_info)
 
     def reset_discovery(self) -> None:
@@ -167,7 +167,7 @@ class TorchProbes:
         # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
         self.hot.pause(value, refresh=not ident or ident == get_ident())
 
-    on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.watch_training(fn),
+    on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.switch(on_training=fn),
                            doc="Called at each training forward, backward and step while set: by "
                                "``Dispatcher.watch_training`` only (the time split's open eval span). Training thread.")
     steady_steps = property(lambda self: self._steps.steps - self.optimizers.general_steps,
@@ -272,14 +272,3 @@ class TorchProbes:
         batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
         if self.hot.active:
             self.root_calls.framework_batch(batch, source)
-
-    def count_samples(self, samples: int) -> bool:
-        """Count ``samples`` for this step when no batch of the root was counted; whether they were."""
-        if self.hot.pending_tokens:
-            return False
-        self.hot.pending_tokens = samples
-        return True
-
-    def step(self, optimizer: Any) -> None:
-        """One step of ``optimizer`` (a stepper), counted as the step hook's general path counts it."""
-        self.optimizers.on_step(optimizer, (), {})
