@@ -370,9 +370,6 @@ class Discovery:
         candidate = self.candidates.get(id(module))
         return candidate is not None and candidate.ref() is module
 
-    def root_watched(self) -> bool:
-        return self.root is not None and self.root_id in self.candidates
-
     def declare_root(self, module: Any) -> None:  # tm.monitor(model=...)
         self._declared = weakref.ref(module)
         self._set_model(module)

@@ -149,7 +149,7 @@ class OptimizerSteps:
 def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
     """The run's probes' stepper for ``source`` and ``model`` (made once); without probes a fresh one."""
     probes = monitor.probes
-    return Stepper(source, trained_parameters(model)) if probes is None else probes.stepper(source, model)
+    return Stepper(source, trained_parameters(model)) if probes is None else probes.optimizers.stepper(source, model)
 
 
 def hold_rate(monitor: Any, source: str, model: Any, rate: Any) -> None:
@@ -173,8 +173,8 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
                               "(torch.optim) are counted already; tm.step() is for updates no torch optimizer makes")
             return
         if model is None:
-            model = probes.declared_model()
-        found = probes.stepper(source, model)
+            model = probes.discovery.declared_model()
+        found = probes.optimizers.stepper(source, model)
         if samples:
             count = int(samples)
             if not probes.hot.pending_tokens:  # the probes counted no batch this step
@@ -192,7 +192,7 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
     if probes is None:
         return
     try:
-        probes.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
+        probes.loss.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
     except Exception as exc:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
 
@@ -200,7 +200,7 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
 def backward_seen(monitor: Any) -> bool:
     """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
     with suppress(Exception):  # (no probes: monitor.probes is None)
-        return bool(monitor.probes.backward_seen())
+        return bool(monitor.probes.loss.backward_seen())
     return False
 
 

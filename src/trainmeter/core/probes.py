@@ -45,13 +45,9 @@ class TorchProbes:
         self.loss = loss = LossCapture(hot, monitor, threads)
         self.optimizers = OptimizerSteps(hot, steps, monitor, threads, discovery, loss)
         self.compile_watch = CompileWatch(discovery, hot, self._patches, monitor.warn_once)
-        # what the run, the wings and core/explicit_steps.py call, straight to the part that answers
+        # what the run and the wings call, straight to the part that answers
         self.is_candidate = discovery.is_candidate  # watched as a possible root (any thread)
         self.declare_root = discovery.declare_root  # tm.monitor(model=...)
-        self.declared_model = discovery.declared_model
-        self.stepper = self.optimizers.stepper  # a framework's stand-in optimizer (made once per source and model)
-        self.note_scaled = loss.note_scaled  # a framework's loss scale, divided out at its backward
-        self.backward_seen = loss.backward_seen
         self.wrappers: Wrappers | None = None
         # a model trained through a method of its (watch_model's ``through``): its ref, the method, the first
         # training call's (args, kwargs) once kept (empty once counted)
@@ -241,7 +237,9 @@ class TorchProbes:
     def example_pending(self) -> bool:
         """The root is known and a training batch of it will be kept at its next training call (never for a model
         trained through a method: its call, before the first step, was kept then or never is)."""
-        return self.discovery.root_watched() and self.root_calls.example is None and self.discovery.reader() is None
+        discovery = self.discovery
+        return (discovery.root is not None and discovery.root_id in discovery.candidates
+                and self.root_calls.example is None and discovery.reader() is None)
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count): an empty one, so none other is kept."""

@@ -131,8 +131,10 @@ class RootCalls:
     def count(self, module: Any, args: Any, kwargs: Any, lightning: bool, counted: tuple[int, str] | None) -> None:
         """A training call of the root (``counted``: its batch's ``(count, unit)``, or ``None``)."""
         hot = self._hot
-        if self.example is None:  # a LightningModule's: its training_step (batch, batch_idx)
-            self._capture_example(args, kwargs)
+        if self.example is None:  # (a LightningModule's: its training_step (batch, batch_idx)) for the counted FLOPs
+            self.example = (args, dict(kwargs or {}))
+            self.autocast_dtype = autocast()
+            self._kept()
         elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
             self.autocast_dtype = autocast()
         if self.declared or self.framework is not None:  # counted already (tm.batch, the framework's batch)
@@ -196,11 +198,6 @@ class RootCalls:
             self._monitor.warn_once("batch-unread", (
                 f"the batches of the trained model are {self.unread}, which trainmeter cannot read: its samples "
                 "and tokens are unknown; declare each batch with tm.batch(samples=...) or tm.batch(tokens=...)"))
-
-    def _capture_example(self, args: Any, kwargs: Any) -> None:
-        self.example = (args, dict(kwargs or {}))
-        self.autocast_dtype = autocast()
-        self._kept()
 
     def _kept(self) -> None:
         """A batch was kept: its count is the first one declared in its step, if any."""
