@@ -42,8 +42,8 @@ class LaneRecord:
 
 
 class Lane:
-    """The state of one thread training a model (lane 2, 3, ...), or of lane 1's thread (``hot``) for its flags.
-    Written by its own thread only (``ident``); its counters are read by any thread (int reads)."""
+    """One thread training a model (lane 2, 3, ...), or lane 1's thread (``hot``) for its flags. Written by its own
+    thread only; its counters are read by any thread."""
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
                  "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
@@ -93,8 +93,7 @@ def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> 
 
 
 class Lanes:
-    """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times.
-    Thread safety: per method."""
+    """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times."""
 
     def __init__(self, steps: StepRecorder, registry: SeriesRegistry, report: Callable[[], None]) -> None:
         self._steps = steps
@@ -136,9 +135,8 @@ class Lanes:
             "note": "x is the lane's own step"}, replace=False)
 
     def watch_losses(self, fn: Callable[[Lane, int, float], None] | None) -> None:
-        """Call ``fn(lane, step, value)`` on a lane's thread when its loss (``train_loss.lane<N>``) recorded at the
-        lane's ``step`` is not finite, before that step's stop check (the alerts' per-step ``nan`` check of lanes
-        2, 3, ..., docs/spec.md section 21); ``None``: no call. Costs a lane step one test per loss while set."""
+        """Call ``fn(lane, step, value)`` on a lane's thread when its loss recorded at its ``step`` is not finite,
+        before that step's stop check (the alerts' ``nan`` check of lanes 2, 3, ..., docs/spec.md section 21)."""
         self._nonfinite = fn
 
     def on_step(self, lane: Lane, tokens: int, loss: StepLoss | None) -> None:

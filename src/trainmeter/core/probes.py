@@ -153,8 +153,7 @@ class TorchProbes:
     # -- the surface the run and the wings read ----------------------------------------
     @property
     def paused(self) -> bool:
-        """The forward and backward calls of the thread that set it are not counted (our own FLOP count, which
-        may run on the report worker; a probe fault); every other thread's training is counted meanwhile."""
+        """The calls of the thread that set it are not counted (our own FLOP count, maybe on the report worker)."""
         return self.hot.paused
 
     @paused.setter
@@ -164,24 +163,22 @@ class TorchProbes:
         self.hot.pause(value, refresh=not ident or ident == get_ident())
 
     on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.switch(on_training=fn),
-                           doc="Called at each training forward, backward and step while set: by "
-                               "``Dispatcher.watch_training`` only (the time split's open eval span). Training thread.")
+                           doc="Called at each training forward, backward and step while set (Dispatcher's).")
     steady_steps = property(lambda self: self._steps.steps - self.optimizers.general_steps,
                             doc="Lane 1's steps that took the step hook's steady path (their loss read at backward).")
     primary_optimizer = property(lambda self: self.hot.primary_optimizer(),
                                  doc="The primary optimizer (whose steps are counted), or ``None``. Any thread.")
 
     def add_pre_step_hook(self, fn: Any) -> None:
-        """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (the
-        ``nan-checkpoint`` host patch: only a ``nan:checkpoint-stop`` alert asks). Training thread."""
+        """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (host patch
+        ``nan-checkpoint``)."""
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         if host_patches.allow("nan-checkpoint", self._monitor.warn_once):
             self._handles.append(register_optimizer_step_pre_hook(fn))
 
     def loss_not_finite(self) -> bool:
-        """Whether a part of lane 1's step loss read on the host since the last step is not finite (``False``
-        where none was read: a device loss is read after its step). Lane 1's thread."""
+        """Whether a part of lane 1's step loss read on the host since the last step is not finite. Lane 1's thread."""
         hot = self.hot
         if hot.fast_parts:
             return not math.isfinite(hot.fast_sum)
@@ -203,8 +200,7 @@ class TorchProbes:
     @property
     def example(self) -> tuple[Any, Any] | None:
         """One training batch of the model ``(args, kwargs)`` for the FLOP count, or ``None``; when the model is
-        never called itself, the first training call of the method it is trained through, where an adapter named
-        one (:attr:`example_call`), else ``None`` (its part's batch is no input of it)."""
+        never called itself, the first training call of the method it is trained through (:attr:`example_call`)."""
         if self.discovery.reader() is None:
             return self.root_calls.example
         through = self._through
@@ -214,8 +210,7 @@ class TorchProbes:
         return through[2]
 
     @property
-    def example_call(self) -> str | None:
-        """The method the kept example is a call of, when the model is trained through one, else ``None``."""
+    def example_call(self) -> str | None:  # the method the kept example is a call of, if any
         return self._through[1] if self.discovery.reader() is not None and self.example is not None else None
 
     @property
@@ -235,8 +230,8 @@ class TorchProbes:
 
     @property
     def example_pending(self) -> bool:
-        """The root is known and a training batch of it will be kept at its next training call (never for a model
-        trained through a method: its call, before the first step, was kept then or never is)."""
+        """The root is known and a batch of it will be kept at its next training call (never for a model trained
+        through a method)."""
         discovery = self.discovery
         return (discovery.root is not None and discovery.root_id in discovery.candidates
                 and self.root_calls.example is None and discovery.reader() is None)
@@ -249,24 +244,21 @@ class TorchProbes:
 
     # -- what adapters and core/explicit_steps.py call --------------------------------
     def watch_model(self, module: Any, through: str | None = None) -> None:
-        """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
-        first step): it and its children holding parameters are watched, so the first step's batches are read from
-        them (docs/spec.md section 2, "The model rule"); ``through``: that method, whose first training call the
-        adapter hands to :meth:`keep_call` for the counted FLOPs (section 5). Training thread."""
+        """A framework trains ``module`` through a method of its (``through``), never calling it: it and its children
+        holding parameters are watched (docs/spec.md section 2, "The model rule"); the method's first training call
+        comes to :meth:`keep_call` for the counted FLOPs (section 5). Training thread."""
         discovery = self.discovery
         if discovery.root is None:  # once found, the root stays (another fit of the same model)
             discovery.watch_inside(module, {id(p): p.numel() for p in module.parameters()})
             self._through = (weakref.ref(module), through, None) if through else None
 
     def keep_call(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """A training call (gradients enabled) of the method :meth:`watch_model` named, on ``module``: the first one's
-        arguments are kept (references only) as the model's example batch. Training thread."""
+        """A training call of the method :meth:`watch_model` named: the first one's arguments are kept (references)."""
         through = self._through
         if through is not None and through[2] is None and through[0]() is module:
             self._through = (through[0], through[1], (args, dict(kwargs)))
 
     def framework_batch(self, batch: Any, source: str) -> None:
-        """The framework's own batch for the step in progress, counted in the root's calls' stead (``None``: that
-        batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
+        """:meth:`RootCalls.framework_batch <trainmeter.core.root_calls.RootCalls.framework_batch>` while active."""
         if self.hot.active:
             self.root_calls.framework_batch(batch, source)
