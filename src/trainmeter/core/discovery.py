@@ -34,7 +34,7 @@ DISCOVERY_STEPS = 20
 KEEP_OTHERS_S = 10.0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Candidate:
     ref: weakref.ReferenceType[Any]
     tokens: int = 0

@@ -31,14 +31,14 @@ class HostPatch:
         touches: What it patches or hooks, in words.
         private: Private (or version-dependent) names it relies on, dotted from a module.
         fallback: What is done instead when a private name is missing; ``None``: the entry is refused.
-        uninstall: How it is undone.
+        uninstall: How it is undone (by default the original is put back at the run's end).
         sites: ``<file under src/trainmeter>:<site>`` where the code installs it.
     """
 
     key: str
     touches: str
-    uninstall: str
     sites: tuple[str, ...]
+    uninstall: str = "the original is put back at the run's end"
     private: tuple[str, ...] = ()
     fallback: str | None = None
 
@@ -63,8 +63,8 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("core/probes.py:register_optimizer_step_pre_hook",),
               private=("torch.optim.optimizer.register_optimizer_step_pre_hook",)),
     HostPatch(key="optimizer-init", touches="torch.optim.Optimizer.__init__ (an optimizer built in the run is "
-              "seen, to find the trained model)", uninstall="the original is put back at the run's end",
-              sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
+              "seen, to find the trained model)", sites=("core/probes.py:Optimizer.__init__",),
+              private=("torch.optim.Optimizer.__init__",)),
     HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
               "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
               "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/patches.py:cls.__call__",
@@ -72,11 +72,9 @@ PATCHES: tuple[HostPatch, ...] = (
               private=(COMPILE_FLAG,),
               fallback="torch.compiler.is_compiling() is read instead"),
     HostPatch(key="backward", touches="torch.autograd.backward (also behind Tensor.backward): the loss without a "
-              "sync", uninstall="the original is put back at the run's end",
-              sites=("core/probes.py:torch.autograd.backward",), private=("torch.autograd.backward",)),
+              "sync", sites=("core/probes.py:torch.autograd.backward",), private=("torch.autograd.backward",)),
     HostPatch(key="grad-scaler", touches="torch.amp.GradScaler.scale: the scale that multiplied the loss",
-              uninstall="the original is put back at the run's end", sites=("core/probes.py:GradScaler.scale",),
-              private=("torch.amp.grad_scaler.GradScaler.scale",)),
+              sites=("core/probes.py:GradScaler.scale",), private=("torch.amp.grad_scaler.GradScaler.scale",)),
     HostPatch(key="compile-watch", touches="torch.compile and torch._dynamo's OptimizedModule.__init__ (a model "
               "compiled in the run is counted at its compiled wrapper)",
               uninstall="the originals are put back at the run's end",
@@ -105,7 +103,6 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("timesplit/extension.py:os.replace", "timesplit/extension.py:os.rename")),
     HostPatch(key="lineage", touches="torch.load, only in a run given --resume whose parent listed checkpoints (the "
               "path loaded is matched to them: the step resumed from, docs/spec.md section 22)",
-              uninstall="the original is put back at the run's end",
               sites=("lineage/extension.py:torch.serialization.load", "lineage/extension.py:torch.load")),
     HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
               "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
@@ -123,7 +120,6 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("integrations/extension.py:owner.site.attr",)),
     *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
-                uninstall="the original is put back at the run's end",
                 sites=("integrations/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
@@ -170,8 +166,7 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the user's value is put back before tm.calibrate() returns (a finally block)",
               sites=("compute/calibrate.py:torch.backends.cuda.matmul.allow_tf32",)),
     HostPatch(key="spawn-count", touches="multiprocessing.popen_spawn_posix.Popen._launch (spawned children are "
-              "counted)", uninstall="the original is put back at the run's end",
-              sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
+              "counted)", sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
               private=("multiprocessing.popen_spawn_posix.Popen._launch",)),
     HostPatch(key="autostart", touches="src/trainmeter-autostart.pth (imports ranks/site_hook.py at interpreter start "
               "in a child of a monitored run) and, there, torch.optim.Optimizer.__init__ and a global optimizer step "

@@ -10,7 +10,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainmeter.core.controls import raise_stop
@@ -41,41 +41,36 @@ class LaneRecord:
     to_dict = asdict  # the passport's ``lanes`` entry
 
 
+@dataclass(slots=True, eq=False)
 class Lane:
     """One thread training a model (lane 2, 3, ...), or lane 1's thread (``hot``) for its flags. Written by its own
     thread only; its counters are read by any thread."""
 
-    __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
-                 "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
-                 "losses", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s",
-                 "stopped_at")
-
-    def __init__(self, ident: int, thread: str, hot: bool = False) -> None:
-        self.ident = ident
-        self.thread = thread
-        self.hot = hot
-        self.number = 0  # set at its first step (lane numbers follow the order of first steps)
-        self.depth = 0  # nesting of watched calls in this thread (the outermost one counts)
-        self.in_backward = False
-        self.optimizer: weakref.ReferenceType[Any] | None = None  # the first optimizer that stepped here
-        self.optimizer_name: str | None = None
-        self.root_id = 0
-        self.root_name: str | None = None
-        self.unit: str | None = None
-        self.seen: dict[int, list[Any]] = {}  # before its root is known: module id -> [tokens, calls, unit]
-        self.pending_tokens = 0
-        self.calls = 0
-        self.loss: StepLoss | None = None  # the step's loss parts so far
-        self.scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
-        self.reader = ScalarReader()  # its own deferred reads (a CUDA loss), polled at its steps
-        self.losses: deque[StepLoss] = deque(maxlen=MAX_LANE_LOSSES)  # closed losses waiting for their reads
-        self.loss_name = LOSS_SERIES
-        self.others: dict[int, int] = {}  # another optimizer stepped in this thread -> its number (2, 3, ...)
-        self.steps = 0
-        self.tokens = 0
-        self.first_t_s: float | None = None
-        self.last_t_s: float | None = None
-        self.stopped_at: int | None = None  # the lane's step at which StopTraining was raised in its thread
+    ident: int
+    thread: str
+    hot: bool = False
+    number: int = 0  # set at its first step (lane numbers follow the order of first steps)
+    depth: int = 0  # nesting of watched calls in this thread (the outermost one counts)
+    in_backward: bool = False
+    optimizer: weakref.ReferenceType[Any] | None = None  # the first optimizer that stepped here
+    optimizer_name: str | None = None
+    root_id: int = 0
+    root_name: str | None = None
+    unit: str | None = None
+    seen: dict[int, list[Any]] = field(default_factory=dict)  # before its root: module id -> [tokens, calls, unit]
+    pending_tokens: int = 0
+    calls: int = 0
+    loss: StepLoss | None = None  # the step's loss parts so far
+    scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
+    reader: ScalarReader = field(default_factory=ScalarReader)  # its deferred reads (a CUDA loss), polled at its steps
+    losses: deque[StepLoss] = field(default_factory=lambda: deque(maxlen=MAX_LANE_LOSSES))  # closed, being read
+    loss_name: str = LOSS_SERIES
+    others: dict[int, int] = field(default_factory=dict)  # another optimizer stepped in this thread -> its number
+    steps: int = 0
+    tokens: int = 0
+    first_t_s: float | None = None
+    last_t_s: float | None = None
+    stopped_at: int | None = None  # the lane's step at which StopTraining was raised in its thread
 
     def record(self, unit: str) -> LaneRecord:
         """This lane as the passport names it (any thread)."""

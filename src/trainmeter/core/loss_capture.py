@@ -159,19 +159,16 @@ class LossCapture:
         if n["steps"]:
             how = "the value passed to backward" if n["max_parts"] <= 1 else \
                 f"the sum of the values passed to backward between optimizer steps (up to {n['max_parts']})"
-            notes = []
-            if n["divided"]:
-                notes.append("the loop divided each micro-batch loss (gradient accumulation), so the sum "
-                             "is the per-step loss")
-            if n["scaled"]:
-                notes.append("each divided by the GradScaler scale that multiplied it")
-            if n["ambiguous"]:
-                notes.append(f"ambiguous on {n['ambiguous']} of {n['steps']} steps: several backward calls "
-                             "without a division; shown is their sum (the loss whose gradient the step "
-                             "applied); if each was a full micro-batch loss, the per-step mean is the sum "
-                             "divided by the number of calls")
+            notes = (n["divided"] and "the loop divided each micro-batch loss (gradient accumulation), so the sum is "
+                                      "the per-step loss",
+                     n["scaled"] and "each divided by the GradScaler scale that multiplied it",
+                     n["ambiguous"] and f"ambiguous on {n['ambiguous']} of {n['steps']} steps: several backward "
+                                        "calls without a division; shown is their sum (the loss whose gradient the "
+                                        "step applied); if each was a full micro-batch loss, the per-step mean is the "
+                                        "sum divided by the number of calls")
             describe(LOSS_SERIES, {"provenance": "measured", "source": f"loss capture: {how}",
-                                   "ambiguous": bool(n["ambiguous"]), "note": "; ".join(notes)}, replace=False)
+                                   "ambiguous": bool(n["ambiguous"]), "note": "; ".join(filter(None, notes))},
+                     replace=False)
         for number in others:
             describe(f"{LOSS_SERIES}.optimizer{number}", {
                 "provenance": "measured",

@@ -71,7 +71,6 @@ class TorchProbes:
         if not plain or root is None:
             hot.steady = False
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         """Install the hooks (torch is imported here, not at package import)."""
         import torch
@@ -150,7 +149,6 @@ class TorchProbes:
             info["note"] = "; ".join(filter(None, notes))
             describe(TOKENS_SERIES, info)
 
-    # -- the surface the run and the wings read ----------------------------------------
     @property
     def paused(self) -> bool:
         """The calls of the thread that set it are not counted (our own FLOP count, maybe on the report worker)."""
@@ -242,7 +240,6 @@ class TorchProbes:
         if self._through is not None and self._through[2] is not None:
             self._through = (self._through[0], self._through[1], ((), {}))
 
-    # -- what adapters and core/explicit_steps.py call --------------------------------
     def watch_model(self, module: Any, through: str | None = None) -> None:
         """A framework trains ``module`` through a method of its (``through``), never calling it: it and its children
         holding parameters are watched (docs/spec.md section 2, "The model rule"); the method's first training call

@@ -296,7 +296,6 @@ class Wrappers:
         finally:
             lane.in_backward = False
 
-    # -- the wrappers' per-thread paths (core/probe_state.py ProbeThreads) -------------------------------
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
         """A watched module's call in threaded mode: the outermost call per thread counts."""
         lane = self._threads.thread_state()
