@@ -61,8 +61,7 @@ class OptimizerSteps:
 
     def reset(self) -> None:
         """No other optimizer, no step counted here yet (a forked child's own run)."""
-        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...), in stepping order
-        self._refs: dict[int, weakref.ReferenceType[Any]] = {}  # number -> that optimizer
+        self._others: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # id -> (it, its number: 2, 3, ...)
         self._losses: set[int] = set()  # the numbers whose losses were kept
         self._numbered = 0  # numbers given
         self.general_steps = 0
@@ -91,7 +90,7 @@ class OptimizerSteps:
                     self._on_other_step(optimizer)
                     return
                 hot.primary = weakref.ref(optimizer)  # the first, or a sweep's new optimizer
-                self._refs.pop(self._others.pop(id(optimizer), 0), None)
+                self._others.pop(id(optimizer), None)
                 discovery.new_primary()
             self.general_steps += 1
             discovery.on_primary_step(optimizer, sys._getframe(1))
@@ -115,11 +114,11 @@ class OptimizerSteps:
     def _on_other_step(self, optimizer: Any) -> None:
         """A secondary optimizer stepped: what was computed since the last step was its work. It is numbered at its
         first step (2, 3, ...: its ``train_loss.optimizer<N>`` and ``lr.optimizer<N>``)."""
-        number = self._others.get(id(optimizer))
-        if number is None or self._refs[number]() is not optimizer:
+        known = self._others.get(id(optimizer))
+        if known is None or known[0]() is not optimizer:
             self._numbered += 1
-            number = self._others[id(optimizer)] = 1 + self._numbered
-            self._refs[number] = weakref.ref(optimizer)
+            known = self._others[id(optimizer)] = (weakref.ref(optimizer), 1 + self._numbered)
+        number = known[1]
         if self.on_other_step is not None:
             self.on_other_step(number, optimizer)
         self._hot.pending_tokens = self._hot.calls = 0
