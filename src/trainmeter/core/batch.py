@@ -137,8 +137,7 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
 
 
 def batch_seq(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> float:
-    """S of a batch (its token-weighted sequence length over its 2-D token id columns; an int when they agree), 0
-    without one."""
+    """S of a batch (token-weighted over its 2-D token id columns; an int when they agree), 0 without one."""
     return reading_seq(read_call(args, kwargs))
 
 

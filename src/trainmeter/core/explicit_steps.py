@@ -18,8 +18,7 @@ from trainmeter.core.steps import LOSS_SERIES
 
 
 class Stepper:
-    """A stand-in optimizer stepped by ``source`` (``"tm.step"``, ``"keras"``): ``param_groups`` of the trained
-    parameters, no ``step`` of its own."""
+    """A stand-in optimizer stepped by ``source`` (``"keras"``): ``param_groups`` of the trained parameters, no step."""
 
     __slots__ = ("source", "param_groups", "__weakref__")
 

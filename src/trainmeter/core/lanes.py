@@ -191,8 +191,7 @@ class Lanes:
 
     def records(self, unit: str, lane_one: Callable[[], tuple[str, Any, Any]] | None,
                 lane1_stopped_at: int | None = None) -> list[LaneRecord]:
-        """Every lane with a step, lane 1 (named by ``lane_one()``, stopped at ``lane1_stopped_at``) first, at most
-        ``MAX_LANES`` (any thread)."""
+        """Every lane with a step, lane 1 (named by ``lane_one()``) first, at most ``MAX_LANES`` (any thread)."""
         steps = self._steps
         records: list[LaneRecord] = []
         if steps.steps:

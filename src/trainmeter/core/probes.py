@@ -168,8 +168,7 @@ class TorchProbes:
                                  doc="The primary optimizer (whose steps are counted), or ``None``. Any thread.")
 
     def add_pre_step_hook(self, fn: Any) -> None:
-        """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (host patch
-        ``nan-checkpoint``)."""
+        """A global optimizer step pre-hook ``fn(optimizer, args, kwargs)`` until the run's end (``nan-checkpoint``)."""
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         if host_patches.allow("nan-checkpoint", self._monitor.warn_once):
@@ -228,8 +227,7 @@ class TorchProbes:
 
     @property
     def example_pending(self) -> bool:
-        """The root is known and a batch of it will be kept at its next training call (never for a model trained
-        through a method)."""
+        """The root is known and a batch of it will be kept at its next training call (never through a method)."""
         discovery = self.discovery
         return (discovery.root is not None and discovery.root_id in discovery.candidates
                 and self.root_calls.example is None and discovery.reader() is None)

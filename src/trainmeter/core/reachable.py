@@ -181,8 +181,7 @@ def others_only(primary: Any, optimizers: list[Any], candidates: dict[int, Any],
 
 
 def reader_name(root: Any, model: Any) -> str | None:
-    """``"MlpExtractor inside ActorCriticPolicy"`` when the batches are read from a part of the model (the model is
-    never called itself), else ``None``."""
+    """``"MlpExtractor inside ActorCriticPolicy"`` when the batches are read from a part of the model, else ``None``."""
     if root is None or model is None or root is model:
         return None
     return f"{type(root).__name__} inside {type(model).__name__}"

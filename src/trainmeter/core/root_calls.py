@@ -118,8 +118,7 @@ class RootCalls:
             self._hot.refresh()
 
     def read(self, args: Any, kwargs: Any) -> tuple[int, str] | None:
-        """A watched module's training call's ``(count, unit)``, ``None`` when unread or counted already (``tm.batch``,
-        the framework's batch: then it is not read)."""
+        """A watched module's training call's ``(count, unit)``; ``None`` when unread or counted already (not read)."""
         return None if self.declared or self.framework is not None else self.batches.count(args, kwargs)
 
     def new_root(self) -> None:
@@ -192,8 +191,7 @@ class RootCalls:
         self.kind = kind
 
     def warn_unread(self) -> None:
-        """At the end: a run whose root's batches were not read and that counted nothing warns once (unknown, never
-        0)."""
+        """At the end: a run whose root's batches were not read and that counted nothing warns once."""
         if self.unread is not None and not self.declared and self._steps.steps and not self._steps.tokens:
             self._monitor.warn_once("batch-unread", (
                 f"the batches of the trained model are {self.unread}, which trainmeter cannot read: its samples "
