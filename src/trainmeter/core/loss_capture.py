@@ -16,15 +16,16 @@ def _divided(grad_fn: Any) -> bool:
     return grad_fn is not None and type(grad_fn).__name__.startswith("DivBackward")
 
 
-def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, bool] | None) -> bool:
+def add_part(loss: StepLoss, reader: Any, tensor: Any, holder: Any) -> None:
     """Add one backward call's 0-d ``tensor`` to ``loss`` (every lane's rule), divided by the GradScaler scale when
-    it is the loss ``GradScaler.scale`` returned (``scaled``: a weak reference to it, the scale tensor, whether the
-    loss was divided before scaling; docs/spec.md section 2, "Loss"). Returns whether ``scaled`` was used."""
+    it is the loss ``GradScaler.scale`` returned (``holder.scaled``: a weak reference to it, the scale tensor, whether
+    the loss was divided before scaling; then used up; docs/spec.md section 2, "Loss")."""
+    scaled = holder.scaled
     if scaled is not None and scaled[0]() is tensor:
         loss.add(reader, tensor, scaled[1], divided=scaled[2])
-        return True
+        holder.scaled = None
+        return
     loss.add(reader, tensor, divided=_divided(tensor.grad_fn))
-    return False
 
 
 class LossCapture:
@@ -80,8 +81,7 @@ class LossCapture:
                     loss = self.step_loss = self.fast_loss()
                     self._hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
                     self._hot.steady = False
-                if add_part(loss, self._monitor.scalar_reader, tensor, self.scaled):
-                    self.scaled = None
+                add_part(loss, self._monitor.scalar_reader, tensor, self)
             callback = self._hot.on_training
             if callback is not None:
                 callback()

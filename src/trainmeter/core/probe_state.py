@@ -225,8 +225,7 @@ class ProbeThreads:
                     continue
                 if lane.loss is None:
                     lane.loss = StepLoss(lane.loss_name)
-                if add_part(lane.loss, lane.reader, tensor, lane.scaled):
-                    lane.scaled = None
+                add_part(lane.loss, lane.reader, tensor, lane)
         except Exception as exc:
             lane.loss = None
             self._monitor.warn_once(f"lane-loss-{lane.thread}", f"loss capture in thread {lane.thread!r} "
