@@ -72,10 +72,8 @@ class StepRecorder:
         self.held_step = 0  # a loss read on the host, waiting for the next step: step, time, value
         self.held_t_s = 0.0
         self.held_value = 0.0
-        # the held loss as train_loss's open point (Series.open): a step then closes it and opens its own
-        self.tail = False
-        # tail, and no loss queued nor read deferred: the next step may close and open points in place (cleared by
-        # whatever queues a loss or defers a read, and when the open point closes)
+        self.tail = False  # the held loss is train_loss's open point (Series.open): a step closes it, opens its own
+        # tail, and no loss queued nor read deferred: the next step may close and open points in place
         self.inline = False
         self.loss_steps: list[int] = []  # train_loss's columns while tail (Series.columns)
         self.loss_times: list[float] = []
@@ -83,8 +81,7 @@ class StepRecorder:
         self.captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.user_loss = False  # the cell emits its own train_loss
         self.late_user_loss = False  # ... from after captured points on (train_loss.emitted)
-        # closed step losses not yet in their series, in step order (the oldest, whose reads never completed, is left
-        # out beyond MAX_PENDING_LOSSES)
+        # closed step losses not yet in their series, in step order (beyond MAX_PENDING_LOSSES the oldest is left out)
         self.losses: deque[StepLoss] = deque(maxlen=MAX_PENDING_LOSSES)
         self.scalars = ScalarReader(self._no_inline)  # 0-d reads deferred until their device copy is done
 
