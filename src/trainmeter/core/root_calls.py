@@ -146,12 +146,11 @@ class RootCalls:
         first, key = None, None
         if lightning or counted is None:
             pass
-        elif args and not kwargs:
-            first = args[0]
-        elif kwargs and not args:
+        elif not kwargs:
+            first = args[0] if args else None
+        elif not args:
             key = token_key(kwargs)
-            if key is not None:
-                first = kwargs[key[0]]
+            first = kwargs[key[0]] if key is not None else None
         if hasattr(first, "is_floating_point") and first.shape:  # (a 0-d one is skipped: the count is not its)
             hot.last_type, hot.last_shape, hot.last_dtype = type(first), first.shape, first.dtype
             hot.last_key, hot.last_before = key if key is not None else (None, ())
