@@ -83,7 +83,7 @@ class Patches:
         """Replace ``owner.attr`` by ``make(original)``; whether it was patched. An attribute that already is one of our
         wrappers (a module re-exporting a patched function) is recorded, to be restored too, not wrapped twice."""
         original = getattr(owner, attr, None)
-        if original is None or not callable(original):
+        if not callable(original):
             return False
         own = vars(owner).get(attr, _MISSING) if hasattr(owner, "__dict__") else _MISSING
         if any(p.wrapper is original for p in self._patches):

@@ -132,8 +132,7 @@ class TorchProbes:
         """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
         describe = self._monitor.registry.describe
         n = self.loss.write_info(describe, self.steady_steps, self.optimizers.other_numbers())
-        discovery = self.discovery
-        root_calls = self.root_calls
+        discovery, root_calls = self.discovery, self.root_calls
         root_calls.warn_unread()
         if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
             describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
