@@ -101,12 +101,11 @@ class OptimizerSteps:
                 self.max_calls = hot.calls
             hot.calls = 0
             loss = self._loss.take()
-            if loss is None and hot.fast_parts:  # the loss was read at backward (several parts, or a first step)
-                self._steps.count(tokens, None, self._loss.take_fast())  # the step rule (or, for one step, its timer)
-                return
             if loss is not None:
                 self._loss.note(loss)
-            self._steps.count(tokens, loss)
+                self._steps.count(tokens, loss)  # the step rule (or, for one step, its timer)
+            else:  # the loss read at backward, if any (several parts, or a first step)
+                self._steps.count(tokens, None, self._loss.take_fast() if hot.fast_parts else None)
         except Exception as exc:
             self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}{fault_site(exc)}")
 

@@ -168,8 +168,8 @@ class Lanes:
     def flush(self, lane: Lane) -> None:
         """Append the lane's ready losses to their series, in order (its thread, or the final report)."""
         for key, value in lane.reader.poll():
-            step_loss, index, field = key  # type: ignore[misc]
-            step_loss.resolve(index, field, value)
+            step_loss, index, part = key  # type: ignore[misc]
+            step_loss.resolve(index, part, value)
         losses = lane.losses
         while losses and losses[0].ready:
             loss = losses.popleft()

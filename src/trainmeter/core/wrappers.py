@@ -274,27 +274,23 @@ class Wrappers:
         """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`; a nested
         backward, capture off, or training in several threads: the calling thread's lane's, if any."""
         hot = self._hot
+        read = self._loss.on_backward
         if not hot.in_backward and hot.backward_on:
-            hot.in_backward = True
-            try:
-                if grad_tensors is None and not hot.paused_in(get_ident()):
-                    self._loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
+            state, ident = hot, get_ident()
+        else:
+            lane = self._threads.current() if hot.capture_on and not kwargs else None
+            if lane is None or lane.in_backward:
                 return original(tensors, grad_tensors, *args, **kwargs)
-            finally:
-                hot.in_backward = False
-        lane = self._threads.current() if hot.capture_on and not kwargs else None
-        if lane is None or lane.in_backward:
-            return original(tensors, grad_tensors, *args, **kwargs)
-        lane.in_backward = True
+            state, ident = lane, lane.ident
+            if not lane.hot:
+                read = functools.partial(self._threads.lane_backward, lane)
+        state.in_backward = True
         try:
-            if grad_tensors is None and not hot.paused_in(lane.ident):
-                if lane.hot:
-                    self._loss.on_backward(tensors)
-                else:
-                    self._threads.lane_backward(lane, tensors)
-            return original(tensors, grad_tensors, *args)
+            if grad_tensors is None and not hot.paused_in(ident):
+                read(tensors)  # not our own pass's (the thread that paused the probes)
+            return original(tensors, grad_tensors, *args, **kwargs)
         finally:
-            lane.in_backward = False
+            state.in_backward = False
 
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
         """A watched module's call in threaded mode: the outermost call per thread counts."""
