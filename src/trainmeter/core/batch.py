@@ -1,9 +1,5 @@
 """Samples or tokens in a batch, read from shapes only (no data access, no sync): the batch rule, docs/spec.md
-section 2 ("The batch rule").
-
-:func:`count_batch` and :func:`batch_seq` keep no state; :class:`BatchCounter` keeps the last positional batch's
-answer, S, what a sample is and why a batch was not read, for one run's probes (an object per run and per lane,
-never a module global).
+section 2 ("The batch rule"). Only :class:`BatchCounter` keeps state (one per run's probes, never a module global).
 """
 
 from __future__ import annotations
@@ -40,10 +36,9 @@ def _tensor(tensor: Any) -> Reading:
 
 
 def _graph(value: Any) -> Reading | None:
-    """A graph batch (PyG's ``Data``/``Batch`` or one like it: ``edge_index`` and a node tensor ``x``): its graphs
-    (``num_graphs``, a number) as samples, else its seed nodes (``batch_size``, a number: a sampled subgraph), else
-    its nodes (dim 0 of ``x``), said which; ``None``: not one.
-    Nothing of the graph library is imported; ``num_nodes`` is never asked (it may infer from the edges' values)."""
+    """A graph batch (``edge_index`` and a node tensor ``x``, as PyG's): its graphs (``num_graphs``) as samples, else
+    its seed nodes (``batch_size``: a sampled subgraph), else its nodes (dim 0 of ``x``); ``None``: not one. Nothing
+    of the graph library is imported; ``num_nodes`` is never asked (it may infer from the edges' values)."""
     edges = getattr(value, "edge_index", None)
     if not _is_tensor(edges):
         return None
@@ -63,7 +58,6 @@ SAMPLE_KINDS = {"graphs": "samples are graphs (a graph batch's num_graphs)",
                 "seeds": "samples are seed nodes (a sampled graph batch's batch_size)",
                 "nodes": "samples are nodes (dim 0 of a graph batch's node tensor x)"}
 """What a sample is, by the reading's kind (said in ``series_info.tokens_per_step.note``)."""
-_KNOWN_TYPES = (_graph,)  # the registry of known batch objects: each gives a reading or None (not its kind)
 
 
 def _read(value: Any, depth: int) -> Reading:
@@ -84,12 +78,9 @@ def _read(value: Any, depth: int) -> Reading:
         items = list(value.values())
     elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         items = value
-    else:
-        for known in _KNOWN_TYPES:
-            found = known(value)
-            if found is not None:
-                return found
-        return f"a {type(value).__name__}"
+    else:  # a known batch object (a graph batch), else unread
+        found = _graph(value)
+        return f"a {type(value).__name__}" if found is None else found
     if items and all(isinstance(item, Mapping) for item in items):  # columns (a contrastive pair): each counts
         return _columns(items, depth)
     return _first(items, depth)
@@ -136,23 +127,17 @@ def read_call(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> Readin
 
 
 def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tuple[int, str] | None:
-    """Return ``(count, unit)`` for the batch a root module received (the batch rule, docs/spec.md section 2).
-
-    Every column counts once: a tensor by its shape (integer ids: ``"tokens"``, else dim 0 ``"samples"``), a
-    mapping by its token ids (``input_ids``, ...), a list, tuple or mapping of feature mappings (a contrastive
-    batch) or a mapping of ``<column>_input_ids`` by the sum of its columns, other sequences by their first
-    readable item, a known batch object (a graph batch) through the registry.
-
-    Returns:
-        ``None`` when nothing readable was found (the count is unknown, never 0).
-    """
+    """``(count, unit)`` of the batch a root module received (the batch rule, docs/spec.md section 2), ``None`` when
+    nothing readable was found (unknown, never 0). Every column counts once: a tensor by its shape (integer ids:
+    ``"tokens"``, else dim 0 ``"samples"``), a mapping by its token ids (``input_ids``, ...), feature mappings (a
+    contrastive batch) or ``<column>_input_ids`` by the sum of their columns, other sequences by their first
+    readable item, a graph batch by its own fields."""
     found = read_call(args, kwargs)
     return (found[0], found[1]) if type(found) is tuple else None
 
 
 def batch_seq(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> float:
-    """S of a batch read as :func:`count_batch` reads it: its token-weighted sequence length over its columns of
-    2-D token ids (an int when they agree), 0 without one; without counting it."""
+    """S of a batch (token-weighted over its 2-D token id columns; an int when they agree), 0 without one."""
     return reading_seq(read_call(args, kwargs))
 
 
@@ -165,9 +150,8 @@ def reading_seq(found: Reading) -> float:
 
 
 def token_key(kwargs: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
-    """The keyword whose value :func:`count_batch` counts a keyword-only batch by, when it is a tensor under one of
-    the token keys, and the token keys before it (absent from this call): a later call with none of those and a
-    tensor of the same type, shape and dtype under that keyword counts the same. ``None`` otherwise."""
+    """The token keyword a keyword-only batch is counted by (its value a tensor) and the token keys before it: a call
+    with none of those and a tensor like it under that keyword counts the same. ``None`` otherwise."""
     for i, key in enumerate(_TOKEN_KEYS):
         if key in kwargs:
             value = kwargs[key]
@@ -178,12 +162,9 @@ def token_key(kwargs: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
 
 
 class BatchCounter:
-    """:func:`count_batch` for one run's probes (or one lane): a positional-only batch whose first argument is a
-    tensor of the type, shape and dtype of the last one counted here gets the same answer without being read again.
-    ``seq`` holds S of the batch counted last (0: none), ``kind`` what its samples are (``""``: the unit says it;
-    ``"graphs"``, ``"nodes"``), ``unread`` why the last batch not read was not (``None``: every one was).
-
-    The thread that owns the probes (or the lane) only.
+    """:func:`count_batch` for one run's probes: a positional batch whose first argument is a tensor like the last
+    one counted gets the same answer unread. ``seq``: S of the batch counted last (0: none); ``kind``: what its
+    samples are (``""``: the unit says it); ``unread``: why the last batch not read was not. Its owner thread only.
     """
 
     __slots__ = ("_last", "seq", "kind", "unread")
@@ -196,22 +177,17 @@ class BatchCounter:
 
     def count(self, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tuple[int, str] | None:
         """As :func:`count_batch`; sets ``seq``, ``kind`` and (when nothing is read) ``unread``."""
-        if args and not kwargs:
-            first = args[0]
-            last = self._last
-            if type(first) is last[0] and first.shape == last[1] and first.dtype is last[2]:
-                self.seq, self.kind = last[4], ""
-                return last[3]
-            if _is_tensor(first):
-                found = _tensor(first)
-                if type(found) is tuple:
-                    self.seq, self.kind = reading_seq(found), ""
-                    counted = found[0], found[1]
-                    self._last = (type(first), first.shape, first.dtype, counted, self.seq)
-                    return counted
+        first = args[0] if args and not kwargs else None
+        last = self._last
+        if first is not None and type(first) is last[0] and first.shape == last[1] and first.dtype is last[2]:
+            self.seq, self.kind = last[4], ""
+            return last[3]
         found = read_call(args, kwargs)
         if type(found) is not tuple:
             self.seq, self.kind, self.unread = 0, "", found
             return None
         self.seq, self.kind = reading_seq(found), found[3]
-        return found[0], found[1]
+        counted = found[0], found[1]
+        if _is_tensor(first) and first.shape:  # read by its shape: the next one like it is not read again
+            self._last = (type(first), first.shape, first.dtype, counted, self.seq)
+        return counted

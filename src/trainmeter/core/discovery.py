@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from dataclasses import dataclass
 from threading import get_ident
 from typing import Any
 
@@ -33,23 +34,21 @@ DISCOVERY_STEPS = 20
 KEEP_OTHERS_S = 10.0
 
 
+@dataclass(slots=True, eq=False)
 class _Candidate:
-    __slots__ = ("ref", "tokens", "unit", "calls", "example")
-
-    def __init__(self, module: Any) -> None:
-        self.ref = weakref.ref(module)
-        self.tokens = 0
-        self.unit: str | None = None
-        self.calls = 0
-        self.example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
+    ref: weakref.ReferenceType[Any]
+    tokens: int = 0
+    unit: str | None = None
+    calls: int = 0
+    example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
 
 
 class Discovery:
     """The watched modules (candidates), the optimizers built in the run, and the root chosen among them.
 
     Attributes:
-        candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; an optimizer
-            built in another thread adds to it, so it and ``_created`` are iterated through ``list()`` snapshots).
+        candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; iterated through
+            ``list()`` snapshots, as ``_created``: an optimizer built in another thread adds to it).
         model: A weak reference to the trained model (docs/spec.md section 2, "The model rule"), or ``None``.
         root: A weak reference to the module whose calls are the batches (the model, or a part of it), or ``None``;
             ``root_id`` its ``id``.
@@ -93,8 +92,8 @@ class Discovery:
         self.first_step_missed = False
 
     def start(self, torch: Any, wrap_call: Any, compile_watch: bool) -> None:
-        """Installed: ``wrap_call(attr, original)`` makes a watched class's wrapper (``None``: the call wrapper is
-        switched off); ``compile_watch``: ``torch.compile`` is watched (the fast call may call ``_call_impl``)."""
+        """Installed: ``wrap_call(attr, original)`` makes a watched class's wrapper (``None``: switched off);
+        ``compile_watch``: ``torch.compile`` is watched (the fast call may call ``_call_impl``)."""
         self._torch = torch
         self._wrap_call = wrap_call
         self._compile_watch_on = compile_watch
@@ -112,7 +111,6 @@ class Discovery:
             candidate.tokens = candidate.calls = 0
             candidate.example = None
 
-    # -- optimizers ----------------------------------------------------------------------
     def scan(self, frame: Any) -> None:
         """At the start: optimizers already built (an earlier cell) name their modules."""
         objects = reachable(frame, self._torch.nn.Module)
@@ -129,27 +127,24 @@ class Discovery:
         self.note_optimizer(optimizer, self._modules(reachable(frame, self._torch.nn.Module)))
 
     def _modules(self, objects: list[Any]) -> list[Any]:
-        """The modules among the objects reachable from a frame."""
         return [o for o in objects if _instance(o, self._torch.nn.Module)]
 
     def note_optimizer(self, optimizer: Any, modules: list[Any]) -> None:
-        """A new optimizer (or a framework's stand-in, core/explicit_steps.py): the modules holding its
-        parameters become candidates; its first step may make it the primary (:meth:`is_newer`)."""
+        """A new optimizer (or a framework's stand-in): the modules holding its parameters become candidates."""
         self._events += 1
         self._created[id(optimizer)] = (weakref.ref(optimizer), self._events)
         self._hot.steady = False  # the primary's next step marks its event (see is_newer) on the general path
         self.watch_owners(optimizer, modules)
 
     def is_newer(self, optimizer: Any) -> bool:
-        """A non-primary optimizer built after the primary's last step (a sweep's next model). One not seen built is
-        known from here on, never newer (its parameters count as trained: :meth:`run_params`)."""
+        """A non-primary optimizer built after the primary's last step (a sweep's next model); one not seen built is
+        known from here on, never newer."""
         if self._hot.primary_optimizer() is None:
             return True
         created = self._created.setdefault(id(optimizer), (weakref.ref(optimizer), 0))
         return created[0]() is optimizer and created[1] > self._primary_last_event
 
-    def new_primary(self) -> None:
-        """Another optimizer became the primary: its root is found afresh."""
+    def new_primary(self) -> None:  # another optimizer became the primary: its root is found afresh
         self.model = self.root = None
         self.root_id = 0
         self.params = {}
@@ -166,14 +161,12 @@ class Discovery:
                 self._gave_up = True
                 self._monitor.warn_once("probe-root", no_root_message(self.declared_model()))
         elif "trained" not in self.params:
-            trained = trained_params(optimizer)
-            self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
+            self._trained(optimizer)
         if self._candidate_calls:
             self._candidate_calls = False
             for candidate in list(self.candidates.values()):
                 candidate.tokens = candidate.calls = 0
 
-    # -- watching ------------------------------------------------------------------------
     def watch_owners(self, optimizer: Any, modules: list[Any], force: bool = False) -> None:
         """Watch the modules among ``modules`` that hold parameters of ``optimizer``. A module compiled with
         ``torch.compile`` is watched through its wrapper only: Dynamo guards on the class of what it traces."""
@@ -200,18 +193,18 @@ class Discovery:
             # and a compiled wrapper made of this module is watched instead
             self._set_aside.add(id(module))
             return
-        self.candidates[id(module)] = _Candidate(module)
+        self.candidates[id(module)] = _Candidate(weakref.ref(module))
         attr = "training_step" if _is_lightning_module(module) else "__call__"
         if (cls, attr) not in self._patched_classes and self._wrap_call is not None:
             self._patched_classes.add((cls, attr))
             self._patches.wrap(cls, attr, functools.partial(self._wrap_call, attr))
 
     def unwatch(self, module: Any) -> None:
-        """Stop watching ``module``; put its class back when no other watched instance needs the patch."""
         self.candidates.pop(id(module), None)
         self._unpatch_class(type(module))
 
     def _unpatch_class(self, cls: type) -> None:
+        """Put ``cls``'s call back when no watched instance needs the patch."""
         if (cls, "__call__") not in self._patched_classes:
             return
         if any(type(c.ref()) is cls for c in list(self.candidates.values())):
@@ -226,14 +219,13 @@ class Discovery:
     def on_compiling(self) -> None:
         """Something is compiled in this run: take the wrappers off torch's own module classes."""
         self.compiling = True
-        self._hot.refresh()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
+        self._hot.refresh()  # the fast call reads _compiled_call_impl again
         for candidate in list(self.candidates.values()):
             module = candidate.ref()
             if module is not None and _torch_class(type(module)):
                 self._set_aside.add(id(module))  # its compiled wrapper, if one is made now, is watched instead
                 self.unwatch(module)
 
-    # -- the watched modules' calls --------------------------------------------------------
     def on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A watched module's outermost call on lane 1's thread (the call wrapper's general path)."""
         hot = self._hot
@@ -261,12 +253,10 @@ class Discovery:
             self._monitor.warn_once("probe-tokens", f"token counting disabled: {exc!r}")
             hot.pause(True)
 
-    # -- the root ------------------------------------------------------------------------
     def _choose_root(self, optimizer: Any, frame: Any) -> bool:
         """Pick the model for ``optimizer`` and the module whose calls are its batches (docs/spec.md section 2, "The
         model rule"); credit its batches of this step. Returns whether the batches' module was found."""
-        trained = trained_params(optimizer)
-        self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
+        trained = self._trained(optimizer)
         called = [c for c in list(self.candidates.values()) if c.calls and c.ref() is not None]
         model = self.model() if self.model is not None else None
         if model is None:
@@ -303,6 +293,12 @@ class Discovery:
         self.drop_others()
         return True
 
+    def _trained(self, optimizer: Any) -> dict[int, int]:
+        """The parameters ``optimizer`` trains, counted in :attr:`params`."""
+        trained = trained_params(optimizer)
+        self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
+        return trained
+
     def watch_inside(self, model: Any, trained: dict[int, int]) -> None:
         """Watch ``model`` and its children holding trained parameters: the next step shows which are called. Not
         the children once something is compiled (Dynamo guards on the classes it traces)."""
@@ -314,8 +310,7 @@ class Discovery:
 
     def drop_others(self, final: bool = False) -> None:
         """Stop watching every candidate but the root and the models kept for other threads (docs/spec.md section 2,
-        "Threads"). Not once something is compiled: Dynamo guards on the class dicts it traced, and a class put back
-        would recompile."""
+        "Threads"); not once something is compiled (a class put back would recompile)."""
         if self.compiling or self._threads.threaded:  # several threads: the other lanes' models stay watched
             return
         root_id = self.root_id
@@ -350,7 +345,7 @@ class Discovery:
         self._root_calls.new_root()
 
     def _set_model(self, module: Any) -> None:
-        """The trained model: its name and parameter counts, and the module the run's wings read."""
+        """The trained model: its name, parameter counts, and the module the run's wings read."""
         self.model = weakref.ref(module)
         self.root_name = type(module).__name__
         self.params.update(root_total=sum(p.numel() for p in module.parameters()),
@@ -362,8 +357,8 @@ class Discovery:
         return reader_name(self.root() if self.root else None, self.model() if self.model else None)
 
     def run_params(self) -> dict[str, Any]:
-        """:attr:`params` with ``trained`` = the model's parameters that any optimizer of the run trains (with no
-        model, all they train; docs/spec.md section 2, "Parameters"): the passport's one trained figure."""
+        """:attr:`params` with ``trained``: the model's parameters that any optimizer of the run trains (with no model,
+        all they train; docs/spec.md section 2, "Parameters")."""
         params = dict(self.params)
         if "trained" in params:
             optimizers = [self._hot.primary_optimizer(), *(ref() for ref, _ in list(self._created.values()))]
@@ -375,16 +370,10 @@ class Discovery:
         candidate = self.candidates.get(id(module))
         return candidate is not None and candidate.ref() is module
 
-    def root_watched(self) -> bool:
-        """The root is known and still watched (its next training call is seen)."""
-        return self.root is not None and self.root_id in self.candidates
-
-    def declare_root(self, module: Any) -> None:
-        """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
+    def declare_root(self, module: Any) -> None:  # tm.monitor(model=...)
         self._declared = weakref.ref(module)
         self._set_model(module)
         self._set_root(module)
 
     def declared_model(self) -> Any:
-        """The module passed as ``model=``, or ``None``."""
         return self._declared() if self._declared is not None else None

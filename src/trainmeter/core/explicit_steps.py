@@ -1,24 +1,24 @@
-"""Optimizer steps off the steady path: the step hook's general path (:class:`OptimizerSteps`: the primary
-optimizer's steps counted, another's losses put in their own series), and the steps no torch.optim hook sees
-(``tm.step()``, a framework's own step event), which reach the probes through a :class:`Stepper` (docs/spec.md
-section 11). Training thread.
+"""Optimizer steps off the steady path: the step hook's general path (:class:`OptimizerSteps`), and the steps no
+torch.optim hook sees (``tm.step()``, a framework's step event) through a :class:`Stepper` (docs/spec.md section 11).
+Training thread.
 """
 
 from __future__ import annotations
 
 import sys
 import weakref
+from contextlib import suppress
 from threading import get_ident
 from typing import Any
 
 from trainmeter.core.faults import fault_site
 from trainmeter.core.host_patches import blind_message
-from trainmeter.core.loss_capture import LOSS_SERIES, _divided
+from trainmeter.core.loss_capture import _divided
+from trainmeter.core.steps import LOSS_SERIES
 
 
 class Stepper:
-    """A stand-in optimizer stepped by ``source`` (``"tm.step"``, ``"keras"``): ``param_groups`` of the trained
-    parameters, no ``step`` of its own."""
+    """A stand-in optimizer stepped by ``source`` (``"keras"``): ``param_groups`` of the trained parameters, no step."""
 
     __slots__ = ("source", "param_groups", "__weakref__")
 
@@ -28,7 +28,7 @@ class Stepper:
 
 
 def trained_parameters(model: Any) -> list[Any]:
-    """The parameters of ``model`` that require a gradient (none when it has no ``parameters``)."""
+    """The parameters of ``model`` that require a gradient (none when it has no ``parameters``: ``None``)."""
     try:
         return [p for p in model.parameters() if getattr(p, "requires_grad", False)]
     except Exception:
@@ -36,8 +36,8 @@ def trained_parameters(model: Any) -> list[Any]:
 
 
 class OptimizerSteps:
-    """The general path of the optimizer step post-hook (the steady step's is core/wrappers.py's; both end in
-    :meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`), and the run's framework steppers.
+    """The step post-hook's general path (ending in :meth:`StepRecorder.step
+    <trainmeter.core.steps.StepRecorder.step>`, as the steady one does), and the run's framework steppers.
 
     Attributes:
         general_steps: Lane 1's steps counted here (the others took the steady path).
@@ -60,15 +60,14 @@ class OptimizerSteps:
 
     def reset(self) -> None:
         """No other optimizer, no step counted here yet (a forked child's own run)."""
-        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...), in stepping order
-        self._refs: dict[int, weakref.ReferenceType[Any]] = {}  # number -> that optimizer
-        self._losses: list[int] = []  # the numbers whose losses were kept
+        self._others: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # id -> (it, its number: 2, 3, ...)
+        self._losses: set[int] = set()  # the numbers whose losses were kept
         self._numbered = 0  # numbers given
         self.general_steps = 0
 
     def other_numbers(self) -> list[int]:
-        """The numbers (2, 3, ...) of the non-primary optimizers whose losses were kept."""
-        return list(self._losses)
+        """The numbers (2, 3, ...) of the other optimizers whose losses were kept."""
+        return sorted(self._losses)
 
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The general path of the step post-hook (:meth:`Wrappers.step_hook` takes the steady one)."""
@@ -90,7 +89,7 @@ class OptimizerSteps:
                     self._on_other_step(optimizer)
                     return
                 hot.primary = weakref.ref(optimizer)  # the first, or a sweep's new optimizer
-                self._refs.pop(self._others.pop(id(optimizer), 0), None)
+                self._others.pop(id(optimizer), None)
                 discovery.new_primary()
             self.general_steps += 1
             discovery.on_primary_step(optimizer, sys._getframe(1))
@@ -102,44 +101,40 @@ class OptimizerSteps:
                 self.max_calls = hot.calls
             hot.calls = 0
             loss = self._loss.take()
-            if loss is None and hot.fast_parts:  # the loss was read at backward (several parts, or a first step)
-                self._steps.count(tokens, None, self._loss.take_fast())  # the step rule (or, for one step, its timer)
-                return
             if loss is not None:
                 self._loss.note(loss)
-            self._steps.count(tokens, loss)
+                self._steps.count(tokens, loss)  # the step rule (or, for one step, its timer)
+            else:  # the loss read at backward, if any (several parts, or a first step)
+                self._steps.count(tokens, None, self._loss.take_fast() if hot.fast_parts else None)
         except Exception as exc:
             self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}{fault_site(exc)}")
 
     def _on_other_step(self, optimizer: Any) -> None:
         """A secondary optimizer stepped: what was computed since the last step was its work. It is numbered at its
         first step (2, 3, ...: its ``train_loss.optimizer<N>`` and ``lr.optimizer<N>``)."""
-        number = self._others.get(id(optimizer))
-        if number is None or self._refs[number]() is not optimizer:
+        known = self._others.get(id(optimizer))
+        if known is None or known[0]() is not optimizer:
             self._numbered += 1
-            number = self._others[id(optimizer)] = 1 + self._numbered
-            self._refs[number] = weakref.ref(optimizer)
+            known = self._others[id(optimizer)] = (weakref.ref(optimizer), 1 + self._numbered)
+        number = known[1]
         if self.on_other_step is not None:
             self.on_other_step(number, optimizer)
-        self._hot.pending_tokens = 0
-        self._hot.calls = 0
+        self._hot.pending_tokens = self._hot.calls = 0
         loss = self._loss.take()
         if loss is None and self._hot.fast_parts:
             loss = self._loss.fast_loss()
         if loss is not None:
-            if number not in self._losses:
-                self._losses.append(number)
+            self._losses.add(number)
             loss.series = f"{LOSS_SERIES}.optimizer{number}"
             self._steps.add_loss(loss)
 
-    # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
     def stepper(self, source: str, model: Any) -> Stepper:
         """The run's stepper for ``source`` and ``model``, made (and ``model`` watched as a candidate) once."""
         key = (source, id(model) if model is not None else 0)
         found = self._steppers.get(key)
         if found is not None:
             return found
-        found = self._steppers[key] = Stepper(source, trained_parameters(model) if model is not None else [])
+        found = self._steppers[key] = Stepper(source, trained_parameters(model))
         if model is not None:
             # as at a torch optimizer's construction (core/discovery.py): the model becomes a candidate
             self._discovery.note_optimizer(found, [model])
@@ -151,9 +146,7 @@ class OptimizerSteps:
 def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
     """The run's probes' stepper for ``source`` and ``model`` (made once); without probes a fresh one."""
     probes = monitor.probes
-    if probes is None:
-        return Stepper(source, trained_parameters(model) if model is not None else [])
-    return probes.stepper(source, model)
+    return Stepper(source, trained_parameters(model)) if probes is None else probes.optimizers.stepper(source, model)
 
 
 def hold_rate(monitor: Any, source: str, model: Any, rate: Any) -> None:
@@ -177,11 +170,14 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
                               "(torch.optim) are counted already; tm.step() is for updates no torch optimizer makes")
             return
         if model is None:
-            model = probes.declared_model()
-        found = probes.stepper(source, model)
-        if samples and probes.count_samples(int(samples)):
-            monitor.set_token_unit("samples")
-        probes.step(found)
+            model = probes.discovery.declared_model()
+        found = probes.optimizers.stepper(source, model)
+        if samples:
+            count = int(samples)
+            if not probes.hot.pending_tokens:  # the probes counted no batch this step
+                probes.hot.pending_tokens = count
+                monitor.set_token_unit("samples")
+        probes.optimizers.on_step(found, (), {})  # counted as the step hook's general path counts a step
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
 
@@ -193,20 +189,16 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
     if probes is None:
         return
     try:
-        probes.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
+        probes.loss.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
     except Exception as exc:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
 
 
 def backward_seen(monitor: Any) -> bool:
     """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
-    probes = getattr(monitor, "probes", None)
-    if probes is None:
-        return False
-    try:
-        return bool(probes.backward_seen())
-    except Exception:
-        return False
+    with suppress(Exception):  # (no probes: monitor.probes is None)
+        return bool(monitor.probes.loss.backward_seen())
+    return False
 
 
 def steps_unknown(monitor: Any) -> bool:

@@ -2,11 +2,8 @@
 
 The entries, ``TRAINMETER_DISABLE`` and the doctor's listing: docs/spec.md section 18, "Host patches". Each
 entry's ``sites`` are checked against the source by tests/core/test_host_patches.py, so a new patch cannot land
-unlisted. The core imports no wing: the table names the wings' patches by key, and each installer asks
-:func:`allow` at install time (never at call time).
-
-Thread safety: pure reads of ``os.environ`` and ``sys.modules``; the record of refusals is a dict written by
-installers (GIL-atomic).
+unlisted. Each installer asks :func:`allow` at install time (never at call time). Thread safety: reads of
+``os.environ`` and ``sys.modules``; the record of refusals is a dict written by installers (GIL-atomic).
 """
 
 from __future__ import annotations
@@ -34,26 +31,22 @@ class HostPatch:
         touches: What it patches or hooks, in words.
         private: Private (or version-dependent) names it relies on, dotted from a module.
         fallback: What is done instead when a private name is missing; ``None``: the entry is refused.
-        uninstall: How it is undone.
+        uninstall: How it is undone (by default the original is put back at the run's end).
         sites: ``<file under src/trainmeter>:<site>`` where the code installs it.
     """
 
     key: str
     touches: str
-    uninstall: str
     sites: tuple[str, ...]
+    uninstall: str = "the original is put back at the run's end"
     private: tuple[str, ...] = ()
     fallback: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PatchCheck:
-    """An entry's private names, looked up now.
-
-    Attributes:
-        ok: ``True`` (all found), ``False`` (one is missing) or ``None`` (its module is not imported here).
-        detail: What was found.
-    """
+    """An entry's private names, looked up now: ``ok`` is ``True`` (all found), ``False`` (one is missing) or ``None``
+    (its module is not imported here); ``detail`` says what was found."""
 
     ok: bool | None
     detail: str
@@ -70,8 +63,8 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("core/probes.py:register_optimizer_step_pre_hook",),
               private=("torch.optim.optimizer.register_optimizer_step_pre_hook",)),
     HostPatch(key="optimizer-init", touches="torch.optim.Optimizer.__init__ (an optimizer built in the run is "
-              "seen, to find the trained model)", uninstall="the original is put back at the run's end",
-              sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
+              "seen, to find the trained model)", sites=("core/probes.py:Optimizer.__init__",),
+              private=("torch.optim.Optimizer.__init__",)),
     HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
               "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
               "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/patches.py:cls.__call__",
@@ -79,11 +72,9 @@ PATCHES: tuple[HostPatch, ...] = (
               private=(COMPILE_FLAG,),
               fallback="torch.compiler.is_compiling() is read instead"),
     HostPatch(key="backward", touches="torch.autograd.backward (also behind Tensor.backward): the loss without a "
-              "sync", uninstall="the original is put back at the run's end",
-              sites=("core/probes.py:torch.autograd.backward",), private=("torch.autograd.backward",)),
+              "sync", sites=("core/probes.py:torch.autograd.backward",), private=("torch.autograd.backward",)),
     HostPatch(key="grad-scaler", touches="torch.amp.GradScaler.scale: the scale that multiplied the loss",
-              uninstall="the original is put back at the run's end", sites=("core/probes.py:GradScaler.scale",),
-              private=("torch.amp.grad_scaler.GradScaler.scale",)),
+              sites=("core/probes.py:GradScaler.scale",), private=("torch.amp.grad_scaler.GradScaler.scale",)),
     HostPatch(key="compile-watch", touches="torch.compile and torch._dynamo's OptimizedModule.__init__ (a model "
               "compiled in the run is counted at its compiled wrapper)",
               uninstall="the originals are put back at the run's end",
@@ -112,7 +103,6 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("timesplit/extension.py:os.replace", "timesplit/extension.py:os.rename")),
     HostPatch(key="lineage", touches="torch.load, only in a run given --resume whose parent listed checkpoints (the "
               "path loaded is matched to them: the step resumed from, docs/spec.md section 22)",
-              uninstall="the original is put back at the run's end",
               sites=("lineage/extension.py:torch.serialization.load", "lineage/extension.py:torch.load")),
     HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
               "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
@@ -130,7 +120,6 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("integrations/extension.py:owner.site.attr",)),
     *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
-                uninstall="the original is put back at the run's end",
                 sites=("integrations/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
@@ -177,8 +166,7 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the user's value is put back before tm.calibrate() returns (a finally block)",
               sites=("compute/calibrate.py:torch.backends.cuda.matmul.allow_tf32",)),
     HostPatch(key="spawn-count", touches="multiprocessing.popen_spawn_posix.Popen._launch (spawned children are "
-              "counted)", uninstall="the original is put back at the run's end",
-              sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
+              "counted)", sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
               private=("multiprocessing.popen_spawn_posix.Popen._launch",)),
     HostPatch(key="autostart", touches="src/trainmeter-autostart.pth (imports ranks/site_hook.py at interpreter start "
               "in a child of a monitored run) and, there, torch.optim.Optimizer.__init__ and a global optimizer step "
@@ -207,7 +195,7 @@ _said_unknown: set[str] = set()
 
 
 def entry(key: str) -> HostPatch:
-    """The entry named ``key`` (``KeyError`` for an unlisted one: a programming error)."""
+    """The entry named ``key`` (``KeyError`` for an unlisted one)."""
     return _BY_KEY[key]
 
 
@@ -258,9 +246,8 @@ def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
 
 
 def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
-    """Whether the entry ``key`` may be installed now (call at install time, never on a call path): ``False`` when
-    it is switched off, or when a private name of it is missing and it has no fallback (``warn(key, message)``, a
-    ``warn_once``, says why)."""
+    """Whether the entry ``key`` may be installed now (at install time): not when it is switched off, or a private
+    name of it is missing and it has no fallback (``warn``, a ``warn_once``, says why)."""
     if not enabled(key):
         _refused[key] = f"switched off by {DISABLE_ENV}"
         return False
@@ -289,28 +276,21 @@ def refused(key: str) -> str | None:
 
 def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
     """Look up the entry's private names now (a private module not imported yet is left for later)."""
-    modules = sys.modules if modules is None else modules
-    missing: list[str] = []
-    unchecked: list[str] = []
-    for dotted in entry(key).private:
-        found = resolve(dotted, modules)
-        if found is None:
-            unchecked.append(dotted)
-        elif not found:
-            missing.append(dotted)
+    private = entry(key).private
+    if not private:
+        return PatchCheck(ok=True, detail="public API only")
+    found = {dotted: resolve(dotted, sys.modules if modules is None else modules) for dotted in private}
+    missing = [dotted for dotted, there in found.items() if there is False]
     if missing:
         return PatchCheck(ok=False, detail=f"{', '.join(missing)} not found in this version")
-    if unchecked and len(unchecked) == len(entry(key).private):
+    if all(there is None for there in found.values()):
         return PatchCheck(ok=None, detail="checked when its library is imported")
-    if not entry(key).private:
-        return PatchCheck(ok=True, detail="public API only")
     return PatchCheck(ok=True, detail="its private names are present")
 
 
 def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | None:
-    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported. A
-    public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``); a private one
-    (``torch._dynamo``) never: it is checked when the code imports it."""
+    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way, ``torch._dynamo``) is
+    not imported. A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``)."""
     real = modules is None or modules is sys.modules
     modules = sys.modules if modules is None else modules
     parts = dotted.split(".")
@@ -359,10 +339,8 @@ class _PublicCompileFlag:
 
 
 def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:
-    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time: ``torch.compiler``
-    itself while it has the private flag (a module attribute read per call); else an object whose
-    ``_is_compiling_flag`` calls the public ``torch.compiler.is_compiling()``, said once through ``warn`` and in the
-    doctor."""
+    """What the call wrapper reads ``_is_compiling_flag`` from, resolved at install time: ``torch.compiler`` while it
+    has the private flag; else an object whose flag calls the public ``torch.compiler.is_compiling()`` (said once)."""
     if hasattr(compiler, "_is_compiling_flag"):
         _refused.pop("call-wrapper", None)
         return compiler

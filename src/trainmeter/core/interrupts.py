@@ -21,8 +21,6 @@ from typing import Any
 from trainmeter.core import host_patches
 from trainmeter.core.threads import OurThread
 
-__all__ = ["HeldInterrupts", "TerminateHandler", "run_parts"]
-
 _SIGNAL_ERRORS = (ValueError, OSError, TypeError, RuntimeError)
 
 

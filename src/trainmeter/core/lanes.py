@@ -10,15 +10,14 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainmeter.core.controls import raise_stop
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series_registry import SeriesRegistry
-from trainmeter.core.steps import StepRecorder
+from trainmeter.core.steps import LOSS_SERIES, StepRecorder
 
-LOSS_SERIES = "train_loss"
 MAX_LANE_LOSSES = 4096
 MAX_LANES = 64
 
@@ -42,42 +41,36 @@ class LaneRecord:
     to_dict = asdict  # the passport's ``lanes`` entry
 
 
+@dataclass(slots=True, eq=False)
 class Lane:
-    """The state of one thread training a model (lane 2, 3, ...), or of lane 1's thread (``hot``) for its flags.
-    Written by its own thread only (``ident``); its counters are read by any thread (int reads)."""
+    """One thread training a model (lane 2, 3, ...), or lane 1's thread (``hot``) for its flags. Written by its own
+    thread only; its counters are read by any thread."""
 
-    __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
-                 "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
-                 "losses", "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s",
-                 "stopped_at")
-
-    def __init__(self, ident: int, thread: str, hot: bool = False) -> None:
-        self.ident = ident
-        self.thread = thread
-        self.hot = hot
-        self.number = 0  # set at its first step (lane numbers follow the order of first steps)
-        self.depth = 0  # nesting of watched calls in this thread (the outermost one counts)
-        self.in_backward = False
-        self.optimizer: weakref.ReferenceType[Any] | None = None  # the first optimizer that stepped here
-        self.optimizer_name: str | None = None
-        self.root_id = 0
-        self.root_name: str | None = None
-        self.unit: str | None = None
-        self.seen: dict[int, list[Any]] = {}  # before its root is known: module id -> [tokens, calls, unit]
-        self.pending_tokens = 0
-        self.calls = 0
-        self.loss: StepLoss | None = None  # the step's loss parts so far
-        self.scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
-        self.reader = ScalarReader()  # its own deferred reads (a CUDA loss), polled at its steps
-        self.losses: deque[StepLoss] = deque(maxlen=MAX_LANE_LOSSES)  # closed losses waiting for their reads
-        self.series: Any = None  # its loss series, once it has a point
-        self.loss_name = LOSS_SERIES
-        self.others: dict[int, int] = {}  # another optimizer stepped in this thread -> its number (2, 3, ...)
-        self.steps = 0
-        self.tokens = 0
-        self.first_t_s: float | None = None
-        self.last_t_s: float | None = None
-        self.stopped_at: int | None = None  # the lane's step at which StopTraining was raised in its thread
+    ident: int
+    thread: str
+    hot: bool = False
+    number: int = 0  # set at its first step (lane numbers follow the order of first steps)
+    depth: int = 0  # nesting of watched calls in this thread (the outermost one counts)
+    in_backward: bool = False
+    optimizer: weakref.ReferenceType[Any] | None = None  # the first optimizer that stepped here
+    optimizer_name: str | None = None
+    root_id: int = 0
+    root_name: str | None = None
+    unit: str | None = None
+    seen: dict[int, list[Any]] = field(default_factory=dict)  # before its root: module id -> [tokens, calls, unit]
+    pending_tokens: int = 0
+    calls: int = 0
+    loss: StepLoss | None = None  # the step's loss parts so far
+    scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
+    reader: ScalarReader = field(default_factory=ScalarReader)  # its deferred reads (a CUDA loss), polled at its steps
+    losses: deque[StepLoss] = field(default_factory=lambda: deque(maxlen=MAX_LANE_LOSSES))  # closed, being read
+    loss_name: str = LOSS_SERIES
+    others: dict[int, int] = field(default_factory=dict)  # another optimizer stepped in this thread -> its number
+    steps: int = 0
+    tokens: int = 0
+    first_t_s: float | None = None
+    last_t_s: float | None = None
+    stopped_at: int | None = None  # the lane's step at which StopTraining was raised in its thread
 
     def record(self, unit: str) -> LaneRecord:
         """This lane as the passport names it (any thread)."""
@@ -95,8 +88,7 @@ def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> 
 
 
 class Lanes:
-    """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times.
-    Thread safety: per method."""
+    """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times."""
 
     def __init__(self, steps: StepRecorder, registry: SeriesRegistry, report: Callable[[], None]) -> None:
         self._steps = steps
@@ -138,9 +130,8 @@ class Lanes:
             "note": "x is the lane's own step"}, replace=False)
 
     def watch_losses(self, fn: Callable[[Lane, int, float], None] | None) -> None:
-        """Call ``fn(lane, step, value)`` on a lane's thread when its loss (``train_loss.lane<N>``) recorded at the
-        lane's ``step`` is not finite, before that step's stop check (the alerts' per-step ``nan`` check of lanes
-        2, 3, ..., docs/spec.md section 21); ``None``: no call. Costs a lane step one test per loss while set."""
+        """Call ``fn(lane, step, value)`` on a lane's thread when its loss recorded at its ``step`` is not finite,
+        before that step's stop check (the alerts' ``nan`` check of lanes 2, 3, ..., docs/spec.md section 21)."""
         self._nonfinite = fn
 
     def on_step(self, lane: Lane, tokens: int, loss: StepLoss | None) -> None:
@@ -177,8 +168,8 @@ class Lanes:
     def flush(self, lane: Lane) -> None:
         """Append the lane's ready losses to their series, in order (its thread, or the final report)."""
         for key, value in lane.reader.poll():
-            step_loss, index, field = key  # type: ignore[misc]
-            step_loss.resolve(index, field, value)
+            step_loss, index, part = key  # type: ignore[misc]
+            step_loss.resolve(index, part, value)
         losses = lane.losses
         while losses and losses[0].ready:
             loss = losses.popleft()
@@ -200,17 +191,16 @@ class Lanes:
 
     def records(self, unit: str, lane_one: Callable[[], tuple[str, Any, Any]] | None,
                 lane1_stopped_at: int | None = None) -> list[LaneRecord]:
-        """Every lane with a step, lane 1 (named by ``lane_one()``, stopped at ``lane1_stopped_at``) first, at most
-        ``MAX_LANES`` (any thread)."""
+        """Every lane with a step, lane 1 (named by ``lane_one()``) first, at most ``MAX_LANES`` (any thread)."""
         steps = self._steps
         records: list[LaneRecord] = []
         if steps.steps:
             self.note_lane1_times()
-            first, last = self._lane1_first_t_s, self._lane1_last_t_s
             thread, model, optimizer = lane_one() if lane_one is not None else ("", None, None)
             records.append(LaneRecord(
                 lane=1, thread=thread or threading.current_thread().name, model=model, optimizer=optimizer,
-                steps=steps.steps, tokens=steps.tokens, unit=unit, step_s=mean_step_s(first, last, steps.steps),
-                loss_series="train_loss", stopped_at_step=lane1_stopped_at))
+                steps=steps.steps, tokens=steps.tokens, unit=unit, loss_series=LOSS_SERIES,
+                step_s=mean_step_s(self._lane1_first_t_s, self._lane1_last_t_s, steps.steps),
+                stopped_at_step=lane1_stopped_at))
         records += [lane.record(unit) for lane in list(self.lanes)[:MAX_LANES]]
         return records

@@ -6,8 +6,8 @@ import weakref
 from typing import Any
 
 from trainmeter.core.scalars import StepLoss
+from trainmeter.core.steps import LOSS_SERIES
 
-LOSS_SERIES = "train_loss"
 TOKENS_SERIES = "tokens_per_step"
 
 
@@ -16,19 +16,16 @@ def _divided(grad_fn: Any) -> bool:
     return grad_fn is not None and type(grad_fn).__name__.startswith("DivBackward")
 
 
-def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, bool] | None) -> bool:
-    """Add one backward call's 0-d ``tensor`` to ``loss``, divided by the GradScaler scale when it is the loss
-    ``GradScaler.scale`` returned (``scaled``: a weak reference to it, the scale tensor, whether the loss was divided
-    before scaling; docs/spec.md section 2, "Loss"). Lane 1 and every other lane use this one rule.
-
-    Returns:
-        Whether ``scaled`` was used (the caller then forgets it).
-    """
+def add_part(loss: StepLoss, reader: Any, tensor: Any, holder: Any) -> None:
+    """Add one backward call's 0-d ``tensor`` to ``loss`` (every lane's rule), divided by the GradScaler scale when
+    it is the loss ``GradScaler.scale`` returned (``holder.scaled``: a weak reference to it, the scale tensor, whether
+    the loss was divided before scaling; then used up; docs/spec.md section 2, "Loss")."""
+    scaled = holder.scaled
     if scaled is not None and scaled[0]() is tensor:
         loss.add(reader, tensor, scaled[1], divided=scaled[2])
-        return True
+        holder.scaled = None
+        return
     loss.add(reader, tensor, divided=_divided(tensor.grad_fn))
-    return False
 
 
 class LossCapture:
@@ -53,7 +50,7 @@ class LossCapture:
         self.unstepped = False
 
     def reset(self) -> None:
-        """No loss pending (a forked child's own run; a stop)."""
+        """No loss pending (a forked child's own run; a stop; a fault)."""
         self.step_loss = None
         self._hot.clear_fast_loss()
         self.scaled = None
@@ -65,9 +62,8 @@ class LossCapture:
     def fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self._hot.capture(False)
-        self.step_loss = None
-        self._hot.clear_fast_loss()
+        self._hot.switch(capture_on=False, backward_on=False)
+        self.reset()
 
     def on_backward(self, tensors: Any) -> None:
         """A backward call's 0-d tensors are parts of the step's loss (the backward wrapper's general path)."""
@@ -85,8 +81,7 @@ class LossCapture:
                     loss = self.step_loss = self.fast_loss()
                     self._hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
                     self._hot.steady = False
-                if add_part(loss, self._monitor.scalar_reader, tensor, self.scaled):
-                    self.scaled = None
+                add_part(loss, self._monitor.scalar_reader, tensor, self)
             callback = self._hot.on_training
             if callback is not None:
                 callback()
@@ -94,8 +89,7 @@ class LossCapture:
             self.fault(exc)
 
     def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
-        """The loss ``GradScaler.scale`` returned and its scale tensor, kept for the calling thread's next backward
-        (lane 1's here, another thread's in its lane): its scale is divided out there."""
+        """The loss ``GradScaler.scale`` returned and its scale, divided out at the calling thread's next backward."""
         scaled = (weakref.ref(out), scale, divided)
         self._hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
         lane = self._threads.current()
@@ -103,9 +97,6 @@ class LossCapture:
             lane.scaled = scaled
             return
         self.scaled = scaled
-
-    def forget_scaled(self) -> None:
-        self.scaled = None
 
     def fast_division(self, tensor: Any) -> None:
         """Fold the held first part's and ``tensor``'s division into ``fast_divided`` (steps of several parts)."""
@@ -134,7 +125,7 @@ class LossCapture:
     def take(self) -> StepLoss | None:
         """The step's loss on the general path (``None`` when its parts were read on the fast path), then none."""
         loss, self.step_loss = self.step_loss, None
-        self._hot.refresh()  # the loss may take the backward fast path again
+        self._hot.refresh()  # the next loss may take the backward fast path
         return loss
 
     def take_fast(self) -> float:
@@ -145,8 +136,7 @@ class LossCapture:
         hot.clear_fast_loss()
         return value
 
-    def note(self, loss: StepLoss) -> None:
-        """A step's loss from the general path goes into the provenance counts."""
+    def note(self, loss: StepLoss) -> None:  # a general path's step loss, in the provenance counts
         self._count(len(loss.parts), loss.divided, loss.ambiguous, loss.scaled)
 
     def _count(self, parts: int, divided: bool, ambiguous: bool, scaled: bool) -> None:
@@ -157,35 +147,29 @@ class LossCapture:
         info["divided"] += divided and parts > 1
         info["scaled"] += scaled
 
-    # -- what a framework asks (core/explicit_steps.py) ------------------------------------
     def backward_seen(self) -> bool:
         """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
         return self.step_loss is not None or bool(self._hot.fast_parts) or self.unstepped
 
-    # -- provenance ----------------------------------------------------------------
     def write_info(self, describe: Any, steady_steps: int, others: list[int]) -> dict[str, int]:
-        """The ``series_info`` entries of ``train_loss`` (``describe``: the run's registry's, an entry set only where
-        none is; ``steady_steps``: the step hook's steady steps, their loss read at backward; ``others``: the numbers
-        of the other optimizers that stepped). Returns the counts."""
+        """The ``series_info`` entries of ``train_loss`` (``steady_steps``: the step hook's, their loss read at
+        backward; ``others``: the other optimizers' numbers). Returns the counts."""
         n = dict(self._info)
         n["steps"] += steady_steps
         if n["steps"]:
             how = "the value passed to backward" if n["max_parts"] <= 1 else \
                 f"the sum of the values passed to backward between optimizer steps (up to {n['max_parts']})"
-            notes = []
-            if n["divided"]:
-                notes.append("the loop divided each micro-batch loss (gradient accumulation), so the sum "
-                             "is the per-step loss")
-            if n["scaled"]:
-                notes.append("each divided by the GradScaler scale that multiplied it")
-            if n["ambiguous"]:
-                notes.append(f"ambiguous on {n['ambiguous']} of {n['steps']} steps: several backward calls "
-                             "without a division; shown is their sum (the loss whose gradient the step "
-                             "applied); if each was a full micro-batch loss, the per-step mean is the sum "
-                             "divided by the number of calls")
+            notes = (n["divided"] and "the loop divided each micro-batch loss (gradient accumulation), so the sum is "
+                                      "the per-step loss",
+                     n["scaled"] and "each divided by the GradScaler scale that multiplied it",
+                     n["ambiguous"] and f"ambiguous on {n['ambiguous']} of {n['steps']} steps: several backward "
+                                        "calls without a division; shown is their sum (the loss whose gradient the "
+                                        "step applied); if each was a full micro-batch loss, the per-step mean is the "
+                                        "sum divided by the number of calls")
             describe(LOSS_SERIES, {"provenance": "measured", "source": f"loss capture: {how}",
-                                   "ambiguous": bool(n["ambiguous"]), "note": "; ".join(notes)}, replace=False)
-        for number in sorted(set(others)):
+                                   "ambiguous": bool(n["ambiguous"]), "note": "; ".join(filter(None, notes))},
+                     replace=False)
+        for number in others:
             describe(f"{LOSS_SERIES}.optimizer{number}", {
                 "provenance": "measured",
                 "source": f"loss capture: values passed to backward before a step of optimizer {number} "

@@ -8,15 +8,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
+@dataclass(slots=True, eq=False)
 class ProcessMemory:
     """What the node sampler last read of this process (each value swapped whole): ``latest`` ``(rss_bytes,
     host_total_bytes)``, ``thread_cpu_s`` per native thread id (docs/spec.md section 17); ``None`` unread. Any thread."""
 
-    __slots__ = ("latest", "thread_cpu_s")
-
-    def __init__(self) -> None:
-        self.latest: tuple[int | None, int | None] = (None, None)
-        self.thread_cpu_s: dict[int, float] | None = None
+    latest: tuple[int | None, int | None] = (None, None)
+    thread_cpu_s: dict[int, float] | None = None
 
     def post(self, rss_bytes: int | None, host_total_bytes: int | None) -> None:
         """Post a reading (the node sampler's thread); a ``None`` keeps the last known host total."""

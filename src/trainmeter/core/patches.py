@@ -29,12 +29,8 @@ ORIGINAL_ATTR = "__trainmeter_original__"
 
 
 class Gate:
-    """Whether wrappers act: open while the run is active, on its thread and process.
-
-    Attributes:
-        active: Set by the owner at start, cleared at stop.
-        depth: Nesting depth of wrapped calls on the owning thread.
-    """
+    """Whether wrappers act: open while the run is active (``active``), on its thread and process; ``depth`` is the
+    nesting of wrapped calls on that thread."""
 
     __slots__ = ("active", "depth", "_pid", "_thread")
 
@@ -49,8 +45,7 @@ class Gate:
         self.depth = 0
         self.active = True
 
-    def close(self) -> None:
-        """Deactivate: every wrapper calls straight through from now on."""
+    def close(self) -> None:  # every wrapper calls straight through from now on
         self.active = False
 
     def here(self) -> bool:
@@ -88,7 +83,7 @@ class Patches:
         """Replace ``owner.attr`` by ``make(original)``; whether it was patched. An attribute that already is one of our
         wrappers (a module re-exporting a patched function) is recorded, to be restored too, not wrapped twice."""
         original = getattr(owner, attr, None)
-        if original is None or not callable(original):
+        if not callable(original):
             return False
         own = vars(owner).get(attr, _MISSING) if hasattr(owner, "__dict__") else _MISSING
         if any(p.wrapper is original for p in self._patches):
@@ -104,8 +99,7 @@ class Patches:
 
     def set(self, owner: Any, attr: str, value: Any) -> None:
         """Set ``owner.attr = value`` and restore the previous value later (if still ``value``)."""
-        own = vars(owner).get(attr, _MISSING)
-        self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=value))
+        self._patches.append(_Patch(owner=owner, attr=attr, own=vars(owner).get(attr, _MISSING), wrapper=value))
         setattr(owner, attr, value)
 
     def restore_all(self) -> None:
@@ -121,8 +115,7 @@ class Patches:
                     setattr(p.owner, p.attr, p.own)
 
 
-class _ChainedLoader:
-    """Delegates to the real loader, then runs the callbacks on the new module."""
+class _ChainedLoader:  # the real loader's, then the callbacks on the new module
 
     def __init__(self, loader: Any, callbacks: tuple[Callable[[ModuleType], None], ...]) -> None:
         self._loader = loader
@@ -198,13 +191,8 @@ FINDER = ImportFinder()
 
 
 class PostImportHooks:
-    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`); modules
-    already in ``sys.modules`` at :meth:`install` get their callback at once.
-
-    Args:
-        callbacks: Full module name -> callback (it may run on whatever thread imports the module, so it must be
-            quick and must not raise; exceptions are swallowed).
-    """
+    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`), at once for
+    one already imported at :meth:`install`. A callback may run on any thread: quick, and its exceptions swallowed."""
 
     def __init__(self, callbacks: dict[str, Callable[[ModuleType], None]]) -> None:
         self.callbacks = dict(callbacks)
@@ -221,7 +209,6 @@ class PostImportHooks:
             self._installed = True
             FINDER.update(self, add=True)
 
-    def remove(self) -> None:
-        """Stop watching imports. Idempotent."""
+    def remove(self) -> None:  # idempotent
         self._installed = False
         FINDER.update(self, add=False)

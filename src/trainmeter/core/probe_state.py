@@ -1,11 +1,9 @@
-"""The probes' per-call state (the fast flags, the last batch signature, the step's loss parts), their switches,
-and their training threads.
+"""The probes' per-call state (:class:`ProbeState`, closed over by core/wrappers.py) and their training threads.
 
-:class:`ProbeState` is closed over by the wrappers (core/wrappers.py) and shared by the probes' parts (lane 1's
-thread). :class:`ProbeThreads`: training in several threads, each thread's calls, backward passes and steps in its
-own lane (docs/spec.md section 2, "Threads"). Lane 1's thread keeps the probes' own state and fast paths while it
-trains alone; the first training event from another thread starts *threaded mode* for the rest of the run: every
-wrapper takes its general path, which looks up the calling thread's :class:`~trainmeter.core.lanes.Lane`.
+:class:`ProbeThreads`: each thread's calls, backward passes and steps in its own lane (docs/spec.md section 2,
+"Threads"). Lane 1's thread keeps the fast paths while it trains alone; the first training event from another thread
+starts *threaded mode* for the rest of the run: every wrapper takes its general path, through the thread's
+:class:`~trainmeter.core.lanes.Lane`.
 """
 
 from __future__ import annotations
@@ -35,10 +33,8 @@ NO_ROOT = weakref.ref(_NOBODY)  # fast_ref while no root's calls take the fast p
 
 class ProbeState:
     """The probes' fast flags, the root's last counted batch, the loss parts of the step in progress, and the cold
-    switches (each set through a method that calls ``refresh``, which recomputes the fast flags from their inputs:
-    ``TorchProbes._refresh_fast``).
-
-    :meth:`new_probe_state` sets every per-call field, so none can be set at construction and forgotten elsewhere.
+    switches (each set through a method that calls ``refresh``: ``TorchProbes._refresh_fast``, which recomputes the
+    fast flags). :meth:`new_probe_state` sets every per-call field.
 
     Attributes:
         active: The probes are installed (between ``start`` and ``stop``).
@@ -68,11 +64,9 @@ class ProbeState:
     def new_probe_state(self) -> None:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
         self.primary: Any = None  # a weak reference to the primary optimizer (OptimizerSteps), or None
-        # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
-        # a weak reference to the root while its positional batches are counted like the last one (else
-        # NO_ROOT: a call, then an identity test, costs less than comparing an id, a large int, on CPython
-        # 3.11), torch's Module._call_impl while the fast call may call it itself (else None), whether a
-        # 0-d CPU loss may be read at backward, and whether a step may take the short path
+        # the hot paths' flags (TorchProbes._refresh_fast): the root's weak reference while its batches are counted
+        # like the last one (else NO_ROOT: a call and an identity test cost less than comparing an id on CPython
+        # 3.11), torch's Module._call_impl while the fast call may call it (else None), the backward and step ones
         self.fast_ref: Callable[[], Any] = NO_ROOT
         self.call_impl: Callable[..., Any] | None = None
         self.fast_backward = False
@@ -82,8 +76,8 @@ class ProbeState:
         self.depth = 0  # nesting of watched calls (the outermost one counts)
         self.calls = 0  # calls of the root since the last step
         self.pending_tokens = 0  # tokens counted since the last step
-        # the last counted batch of the root (the call wrapper's fast path): type, shape, dtype, count; for a
-        # keyword-only batch the keyword it was counted by and the token keys absent before it (core/batch.py)
+        # the root's last counted batch (the fast call's): type, shape, dtype, count; for a keyword-only batch its
+        # token keyword and the token keys absent before it (core/batch.py)
         self.fast_calls = False
         self.last_type: Any = None
         self.last_shape: Any = None
@@ -99,18 +93,12 @@ class ProbeState:
         return ref() if ref is not None else None
 
     def clear_fast_loss(self) -> None:
-        """Forget the loss parts read on the backward fast path (a step closed, a fault, a stop)."""
-        # the step's loss while every part was a 0-d CPU tensor read at once (the backward fast path)
+        """Forget the loss parts read on the backward fast path (each a 0-d CPU tensor read at once)."""
         self.fast_parts = 0
         self.fast_sum = 0.0
         self.fast_divided = True  # every part after the first was divided (folded in from the second part on)
-        # the first part's loss tensor, held from its backward to the step (or the second part, which reads
-        # its grad_fn): a single-part step never reads a grad_fn
+        # the first part's tensor, held to the step or the second part (which reads its grad_fn)
         self.fast_first: Any = None
-
-    def set_active(self, active: bool) -> None:
-        self.active = active
-        self.refresh()
 
     def pause(self, paused: bool, *, refresh: bool = True) -> None:
         """Stop (or resume) counting the calling thread's calls (``refresh``: recompute the fast flags)."""
@@ -119,17 +107,14 @@ class ProbeState:
         if refresh:
             self.refresh()
 
-    def watch_training(self, callback: Callable[[], None] | None) -> None:
-        self.on_training = callback
-        self.refresh()
-
-    def capture(self, on: bool) -> None:
-        """Loss capture installed (``True``) or turned off by a fault."""
-        self.capture_on = self.backward_on = on
+    def switch(self, **switches: Any) -> None:
+        """Set switches (``active``, ``on_training``, ``capture_on`` and ``backward_on``), then ``refresh``."""
+        for name, value in switches.items():
+            setattr(self, name, value)
         self.refresh()
 
     def paused_in(self, ident: int) -> bool:
-        """Our own forward and backward (the FLOP count) run in thread ``ident`` now."""
+        """Our own passes (the FLOP count) run in thread ``ident`` now."""
         return self.paused and self.paused_ident == ident
 
 
@@ -143,14 +128,12 @@ def guarded(warn: Callable[[str, str], None], key: str, fn: Callable[..., Any], 
 
 
 class ProbeThreads:
-    """The probes' training threads: lane 1's thread, the other threads' lanes, threaded mode.
+    """The probes' training threads. Each ``lane_*`` method runs on its event's thread and writes its lane only.
 
     Attributes:
         hot_ident: ``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.
         hot_thread: Lane 1's thread name.
         threaded: A second thread trained: the fast paths are off for the rest of the run.
-
-    Each ``lane_*`` method runs on the thread whose event it handles and writes that thread's lane only.
     """
 
     def __init__(self, hot: Any, monitor: Any) -> None:
@@ -166,32 +149,24 @@ class ProbeThreads:
         self.hot_ident = 0
         self.threaded = False
 
-    # -- which thread --------------------------------------------------------------
     def thread_lane(self) -> Lane | None:
         """The calling thread's lane, or ``None`` on lane 1's thread (which becomes lane 1's if none is yet)."""
         ident = get_ident()
         if ident == self.hot_ident:
             return None
-        lane = self._lanes.get(ident)
-        if lane is None:
-            lane = self._new_thread(ident)
+        lane = self._lanes.get(ident) or self._new_thread(ident)
         return None if lane is None or lane.hot else lane
 
     def thread_state(self) -> Lane:
-        """The calling thread's lane, lane 1's thread included (threaded mode only)."""
+        """The calling thread's lane, lane 1's thread included (threaded mode only: lane 1's thread has one)."""
         ident = get_ident()
-        lane = self._lanes.get(ident)
-        if lane is None:
-            self._new_thread(ident)
-            lane = self._lanes[ident]
-        return lane
+        return self._lanes.get(ident) or self._new_thread(ident)  # type: ignore[return-value]
 
     def current(self) -> Lane | None:
-        """The calling thread's lane (lane 1's in threaded mode), or ``None`` on lane 1's thread while it trains
-        alone (or before any thread trained)."""
-        if self.threaded or (self.hot_ident and get_ident() != self.hot_ident):
-            return self.thread_state() if self.threaded else self.thread_lane()
-        return None
+        """The calling thread's lane (lane 1's in threaded mode), or ``None`` on lane 1's thread training alone."""
+        if self.threaded:
+            return self.thread_state()
+        return self.thread_lane() if self.hot_ident else None
 
     def _new_thread(self, ident: int) -> Lane | None:
         """A thread seen training for the first time: lane 1's thread if none is yet, else a lane of its own."""
@@ -217,7 +192,6 @@ class ProbeThreads:
                     "the lanes (passport lanes)"))
         return lane
 
-    # -- one lane's events ---------------------------------------------------------------
     def lane_call(self, lane: Lane, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A training call of a watched module in lane ``lane``'s thread: its batch counted for the lane."""
         key = id(module)
@@ -251,8 +225,7 @@ class ProbeThreads:
                     continue
                 if lane.loss is None:
                     lane.loss = StepLoss(lane.loss_name)
-                if add_part(lane.loss, lane.reader, tensor, lane.scaled):
-                    lane.scaled = None
+                add_part(lane.loss, lane.reader, tensor, lane)
         except Exception as exc:
             lane.loss = None
             self._monitor.warn_once(f"lane-loss-{lane.thread}", f"loss capture in thread {lane.thread!r} "

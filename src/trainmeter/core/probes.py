@@ -26,12 +26,6 @@ from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.wrappers import CompileWatch, Wrappers
 
 
-def lightning_source(root: Any) -> str:
-    """The source of the root's batches when it is a LightningModule (its ``training_step``'s), else ""."""
-    module = root() if root is not None else None
-    return "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
-
-
 class TorchProbes:
     """The in-process torch hooks of one run (``monitor``): the owner of their parts (``hot``, the per-call state the
     wrappers close over, with their switches; ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
@@ -40,14 +34,10 @@ class TorchProbes:
     name = "torch"
 
     def __init__(self, monitor: Any) -> None:
-        # the run (core/monitor.py Monitor): steps_state (the step rule), lanes, registry, at_step, set_token_unit,
-        # set_model, token_unit, warn_once, scalar_reader
-        self._monitor = monitor
-        steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
-        self._steps: Any = steps
+        self._monitor = monitor  # the run (core/monitor.py Monitor)
+        self._steps = steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
         self._handles: list[Any] = []
         self._patches = Patches()
-        # the fast flags, the last batch signature, the step's loss parts, the switches
         self.hot = hot = ProbeState(self._refresh_fast)
         self.threads = threads = ProbeThreads(hot, monitor)
         self.root_calls = root_calls = RootCalls(hot, steps, monitor)
@@ -55,13 +45,9 @@ class TorchProbes:
         self.loss = loss = LossCapture(hot, monitor, threads)
         self.optimizers = OptimizerSteps(hot, steps, monitor, threads, discovery, loss)
         self.compile_watch = CompileWatch(discovery, hot, self._patches, monitor.warn_once)
-        # what the run, the wings and core/explicit_steps.py call, straight to the part that answers
+        # what the run and the wings call, straight to the part that answers
         self.is_candidate = discovery.is_candidate  # watched as a possible root (any thread)
         self.declare_root = discovery.declare_root  # tm.monitor(model=...)
-        self.declared_model = discovery.declared_model
-        self.stepper = self.optimizers.stepper  # a framework's stand-in optimizer (made once per source and model)
-        self.note_scaled = loss.note_scaled  # a framework's loss scale, divided out at its backward
-        self.backward_seen = loss.backward_seen
         self.wrappers: Wrappers | None = None
         # a model trained through a method of its (watch_model's ``through``): its ref, the method, the first
         # training call's (args, kwargs) once kept (empty once counted)
@@ -70,9 +56,8 @@ class TorchProbes:
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
         hot, discovery, threads = self.hot, self.discovery, self.threads
-        # a second training thread switches the fast paths off for the run (ProbeThreads); the first backward waits
-        # for lane 1's thread to be known
-        # a pause silences only the thread that set it (the counted pass may run on the report worker)
+        # a second training thread switches the fast paths off (ProbeThreads); the first backward waits for lane 1's
+        # thread to be known; a pause silences only the thread that set it (the counted pass may run on the worker)
         paused = hot.paused and (not threads.hot_ident or hot.paused_ident == threads.hot_ident)
         plain = hot.active and not paused and hot.on_training is None and not threads.threaded
         root = discovery.root
@@ -86,7 +71,6 @@ class TorchProbes:
         if not plain or root is None:
             hot.steady = False
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         """Install the hooks (torch is imported here, not at package import)."""
         import torch
@@ -95,13 +79,13 @@ class TorchProbes:
         monitor, hot = self._monitor, self.hot
         self.wrappers = wrappers = Wrappers(torch, hot, self._steps, monitor, self.threads, self.discovery, self.loss,
                                             self.optimizers)
-        hot.set_active(True)
+        hot.switch(active=True)
         allow, warn = host_patches.allow, monitor.warn_once  # each host patch checked once, here
         if allow("step-hooks", warn):
             self._handles.append(register_optimizer_step_post_hook(wrappers.step_hook()))
         if allow("backward", warn):
             self._patches.wrap(torch.autograd, "backward", wrappers.backward)
-            hot.capture(True)
+            hot.switch(capture_on=True, backward_on=True)
         self._refresh_fast()
         if allow("optimizer-init", warn):
             self._patches.wrap(Optimizer, "__init__", wrappers.optimizer_init)
@@ -119,7 +103,7 @@ class TorchProbes:
 
     def stop(self) -> None:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
-        self.hot.set_active(False)
+        self.hot.switch(active=False)
         for handle in self._handles:
             with suppress(Exception):
                 handle.remove()
@@ -128,19 +112,17 @@ class TorchProbes:
         self._patches.restore_all()
         self.discovery.stop()
         self.loss.stop()
-        self.hot.watch_training(None)
+        self.hot.switch(on_training=None)
         guarded(self._monitor.warn_once, "probe-info", self._write_info)
 
     def reset_discovery(self) -> None:
-        """Forget the root and the primary optimizer (a forked child may train another model). Training thread."""
+        """Forget the root and the primary optimizer (a forked child may train another model)."""
         hot = self.hot
-        hot.primary = None
+        hot.new_probe_state()
+        hot.backward_on = hot.capture_on
         self.discovery.reset()
         self.optimizers.reset()
         self.threads.reset()  # the child's threads are not the parent's (nor its lock's holder)
-        hot.backward_on = hot.capture_on
-        hot.pending_tokens = 0
-        hot.calls = 0
         self.loss.reset()
         self.root_calls.reset()
         self._through = None
@@ -150,26 +132,25 @@ class TorchProbes:
         """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
         describe = self._monitor.registry.describe
         n = self.loss.write_info(describe, self.steady_steps, self.optimizers.other_numbers())
-        discovery = self.discovery
-        root_calls = self.root_calls
+        discovery, root_calls = self.discovery, self.root_calls
         root_calls.warn_unread()
         if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
             describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
         elif discovery.roots_found or root_calls.framework_counted:
             root = discovery.reader() or discovery.root_name or "the model"
+            module = discovery.root() if discovery.root is not None else None
+            lightning = "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
             info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, root,
-                               root_calls.framework_counted or lightning_source(discovery.root))
+                               root_calls.framework_counted or lightning)
             unread = root_calls.framework_unread  # the framework's batches the rule could not read
             notes = (SAMPLE_KINDS.get(root_calls.kind), info["note"],
                      unread and f"where {unread}, the calls of {root} counted the batch")
             info["note"] = "; ".join(filter(None, notes))
             describe(TOKENS_SERIES, info)
 
-    # -- the surface the run and the wings read ----------------------------------------
     @property
     def paused(self) -> bool:
-        """The forward and backward calls of the thread that set it are not counted (our own FLOP count, which
-        may run on the report worker; a probe fault); every other thread's training is counted meanwhile."""
+        """The calls of the thread that set it are not counted (our own FLOP count, maybe on the report worker)."""
         return self.hot.paused
 
     @paused.setter
@@ -178,25 +159,22 @@ class TorchProbes:
         # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
         self.hot.pause(value, refresh=not ident or ident == get_ident())
 
-    on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.watch_training(fn),
-                           doc="Called at each training forward, backward and step while set: by "
-                               "``Dispatcher.watch_training`` only (the time split's open eval span). Training thread.")
+    on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.switch(on_training=fn),
+                           doc="Called at each training forward, backward and step while set (Dispatcher's).")
     steady_steps = property(lambda self: self._steps.steps - self.optimizers.general_steps,
                             doc="Lane 1's steps that took the step hook's steady path (their loss read at backward).")
     primary_optimizer = property(lambda self: self.hot.primary_optimizer(),
                                  doc="The primary optimizer (whose steps are counted), or ``None``. Any thread.")
 
     def add_pre_step_hook(self, fn: Any) -> None:
-        """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (the
-        ``nan-checkpoint`` host patch: only a ``nan:checkpoint-stop`` alert asks). Training thread."""
+        """A global optimizer step pre-hook ``fn(optimizer, args, kwargs)`` until the run's end (``nan-checkpoint``)."""
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         if host_patches.allow("nan-checkpoint", self._monitor.warn_once):
             self._handles.append(register_optimizer_step_pre_hook(fn))
 
     def loss_not_finite(self) -> bool:
-        """Whether a part of lane 1's step loss read on the host since the last step is not finite (``False``
-        where none was read: a device loss is read after its step). Lane 1's thread."""
+        """Whether a part of lane 1's step loss read on the host since the last step is not finite. Lane 1's thread."""
         hot = self.hot
         if hot.fast_parts:
             return not math.isfinite(hot.fast_sum)
@@ -207,7 +185,7 @@ class TorchProbes:
                          doc="``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.")
 
     def lane_one(self) -> tuple[str, str | None, str | None]:
-        """Lane 1's thread name, root class name and optimizer class name (empty or ``None`` when unknown). Any thread."""
+        """Lane 1's thread, root class and optimizer class names (empty or ``None`` when unknown). Any thread."""
         primary = self.hot.primary_optimizer()
         return self.threads.hot_thread, self.discovery.root_name, type(primary).__name__ if primary is not None else None
 
@@ -218,8 +196,7 @@ class TorchProbes:
     @property
     def example(self) -> tuple[Any, Any] | None:
         """One training batch of the model ``(args, kwargs)`` for the FLOP count, or ``None``; when the model is
-        never called itself, the first training call of the method it is trained through, where an adapter named
-        one (:attr:`example_call`), else ``None`` (its part's batch is no input of it)."""
+        never called itself, the first training call of the method it is trained through (:attr:`example_call`)."""
         if self.discovery.reader() is None:
             return self.root_calls.example
         through = self._through
@@ -229,8 +206,7 @@ class TorchProbes:
         return through[2]
 
     @property
-    def example_call(self) -> str | None:
-        """The method the kept example is a call of, when the model is trained through one, else ``None``."""
+    def example_call(self) -> str | None:  # the method the kept example is a call of, if any
         return self._through[1] if self.discovery.reader() is not None and self.example is not None else None
 
     @property
@@ -250,47 +226,33 @@ class TorchProbes:
 
     @property
     def example_pending(self) -> bool:
-        """The root is known and a training batch of it will be kept at its next training call (never for a model
-        trained through a method: its call, before the first step, was kept then or never is)."""
-        return self.discovery.root_watched() and self.root_calls.example is None and self.discovery.reader() is None
+        """The root is known and a batch of it will be kept at its next training call (never through a method)."""
+        discovery = self.discovery
+        return (discovery.root is not None and discovery.root_id in discovery.candidates
+                and self.root_calls.example is None and discovery.reader() is None)
 
     def release_example(self) -> None:
-        """Drop the kept batch (after the FLOP count)."""
+        """Drop the kept batch (after the FLOP count): an empty one, so none other is kept."""
         self.root_calls.release_example()
         if self._through is not None and self._through[2] is not None:
-            self._through = (self._through[0], self._through[1], ((), {}))  # empty: no other call is kept
+            self._through = (self._through[0], self._through[1], ((), {}))
 
-    # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
     def watch_model(self, module: Any, through: str | None = None) -> None:
-        """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
-        first step): it and its children holding parameters are watched, so the first step's batches are read from
-        them (docs/spec.md section 2, "The model rule"); ``through``: that method, whose first training call the
-        adapter hands to :meth:`keep_call` for the counted FLOPs (section 5). Training thread."""
+        """A framework trains ``module`` through a method of its (``through``), never calling it: it and its children
+        holding parameters are watched (docs/spec.md section 2, "The model rule"); the method's first training call
+        comes to :meth:`keep_call` for the counted FLOPs (section 5). Training thread."""
         discovery = self.discovery
         if discovery.root is None:  # once found, the root stays (another fit of the same model)
             discovery.watch_inside(module, {id(p): p.numel() for p in module.parameters()})
             self._through = (weakref.ref(module), through, None) if through else None
 
     def keep_call(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """A training call (gradients enabled) of the method :meth:`watch_model` named, on ``module``: the first one's
-        arguments are kept (references only) as the model's example batch. Training thread."""
+        """A training call of the method :meth:`watch_model` named: the first one's arguments are kept (references)."""
         through = self._through
         if through is not None and through[2] is None and through[0]() is module:
             self._through = (through[0], through[1], (args, dict(kwargs)))
 
     def framework_batch(self, batch: Any, source: str) -> None:
-        """The framework's own batch for the step in progress, counted in the root's calls' stead (``None``: that
-        batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
+        """:meth:`RootCalls.framework_batch <trainmeter.core.root_calls.RootCalls.framework_batch>` while active."""
         if self.hot.active:
             self.root_calls.framework_batch(batch, source)
-
-    def count_samples(self, samples: int) -> bool:
-        """Count ``samples`` for this step when no batch of the root was counted; whether they were."""
-        if self.hot.pending_tokens:
-            return False
-        self.hot.pending_tokens = samples
-        return True
-
-    def step(self, optimizer: Any) -> None:
-        """One step of ``optimizer`` (a stepper), counted as the step hook's general path counts it."""
-        self.optimizers.on_step(optimizer, (), {})

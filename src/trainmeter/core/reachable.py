@@ -1,10 +1,6 @@
-"""What the calling frames reach (their locals, those objects' attributes and list items, ``__main__``), and what it is;
-the model rule: which module is the trained model, whose calls are its batches, and what it trains (docs/spec.md
-section 2, "The model rule").
-
-Read by discovery (core/discovery.py) at the start and when an optimizer is built, to find the modules that hold
-its parameters; every object is read without running its code and without changing its layout (docs/spec.md
-section 2, "What the start looks at"). Training thread.
+"""What the calling frames reach (their locals, those objects' attributes and list items, ``__main__``), read without
+running code or changing layouts (docs/spec.md section 2, "What the start looks at"); the model rule: which module is
+the trained model, whose calls are its batches, what it trains (section 2, "The model rule"). Training thread.
 """
 
 from __future__ import annotations
@@ -18,8 +14,6 @@ MAX_FRAMES = 48
 MAX_ATTRS = 256
 MAX_NAMES = 4096  # names looked at per namespace (a long notebook's user namespace)
 _PLAIN = (str, bytes, int, float, bool, type(None))
-
-
 # Py_TPFLAGS_MANAGED_DICT (CPython 3.11 on; docs/spec.md section 2, "What the start looks at")
 _MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
 _type_flags = type.__dict__["__flags__"].__get__  # a class's flags by the C getter: no metaclass code runs
@@ -27,12 +21,9 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 
 
 def _attribute_values(value: Any) -> list[Any]:
-    """The values of ``value``'s instance attributes, at most :data:`MAX_ATTRS` (empty when it has none).
-
-    An instance whose attributes are still in the shared-keys values is read through ``gc.get_referents``, never
-    by asking for ``__dict__`` (docs/spec.md section 2, "What the start looks at"); other objects, and subclasses
-    of a container, through their ``__dict__``. Never raises. Training thread.
-    """
+    """The values of ``value``'s instance attributes, at most :data:`MAX_ATTRS`. An instance whose attributes are in
+    shared-keys values is read through ``gc.get_referents``, never by asking for ``__dict__`` (which would make one;
+    docs/spec.md section 2, "What the start looks at"); other objects through their ``__dict__``. Never raises."""
     cls = type(value)
     # a subclass of a container traverses its items too (maybe millions): its __dict__ is the bounded read
     if _type_flags(cls) & _MANAGED_DICT and not issubclass(cls, _CONTAINERS):
@@ -73,11 +64,8 @@ def _instance(value: Any, kind: Any) -> bool:
 
 
 def reachable(frame: Any, module_type: Any) -> list[Any]:
-    """Objects one step from the calling frames: locals, their attributes and list items, ``__main__``.
-
-    Frames of trainmeter's own modules are walked through, their locals left out; classes, modules and
-    ``module_type`` instances (``torch.nn.Module``) are not looked into. Training thread.
-    """
+    """Objects one step from the calling frames: locals, their attributes and list items, ``__main__``. Our own
+    frames' locals are left out; classes, modules and ``module_type`` instances are not looked into."""
     found: dict[int, Any] = {}
 
     def add(value: Any) -> None:
@@ -139,9 +127,8 @@ def trained_params(optimizer: Any) -> dict[int, int]:
 
 def most_trained(trained: dict[int, int], modules: list[Any], called: frozenset[int] = frozenset(),
                  share: float = 0.0) -> int | None:
-    """The index in ``modules`` of the one holding most of ``trained`` (:func:`trained_params`); on a tie one whose
-    ``id`` is in ``called``, then the larger. ``None`` when none holds any, or less than the ``share`` of it (a
-    ``None`` entry, a module gone, holds none)."""
+    """The index in ``modules`` of the one holding most of ``trained``; on a tie one in ``called``, then the larger.
+    ``None`` when none holds any, or less than the ``share`` of it (a ``None`` entry holds none)."""
     best: tuple[int, bool, int, int] | None = None
     for index, module in enumerate(modules):
         if module is None:
@@ -164,8 +151,7 @@ def holds(model: Any, module: Any) -> bool:
 
 
 def trained_in(model: Any, optimizers: list[Any]) -> int:
-    """Elements of ``model``'s parameters that any of ``optimizers`` trains, or (``model`` ``None``) of every parameter
-    they train (each tensor once; ``None`` entries, optimizers gone, train none)."""
+    """Elements of ``model``'s parameters (``None``: of any) that any of ``optimizers`` trains, each tensor once."""
     trained: dict[int, int] = {}
     for optimizer in optimizers:
         if optimizer is not None:
@@ -176,9 +162,8 @@ def trained_in(model: Any, optimizers: list[Any]) -> int:
 
 
 def others_only(primary: Any, optimizers: list[Any], candidates: dict[int, Any], root_id: int) -> set[int]:
-    """Keys of the ``candidates`` (``id(module) -> candidate``, ``candidate.ref()`` the module) other than the root
-    holding parameters of another of ``optimizers`` and none of ``primary``'s: a model another thread may train
-    (docs/spec.md section 2, "Threads")."""
+    """Keys of the ``candidates`` but the root holding parameters of another of ``optimizers`` and none of
+    ``primary``'s: a model another thread may train (docs/spec.md section 2, "Threads")."""
     mine = trained_params(primary) if primary is not None else {}
     others: set[int] = set()
     for optimizer in optimizers:
@@ -196,16 +181,14 @@ def others_only(primary: Any, optimizers: list[Any], candidates: dict[int, Any],
 
 
 def reader_name(root: Any, model: Any) -> str | None:
-    """``"MlpExtractor inside ActorCriticPolicy"`` when the batches are read from a part of the model (the model is
-    never called itself), else ``None``."""
+    """``"MlpExtractor inside ActorCriticPolicy"`` when the batches are read from a part of the model, else ``None``."""
     if root is None or model is None or root is model:
         return None
     return f"{type(root).__name__} inside {type(model).__name__}"
 
 
 def no_root_message(declared: Any) -> str:
-    """The warning when no root was found after the discovery steps: what was missing, and what to do
-    (``declared``: the module passed as ``model=``, or ``None``)."""
+    """The warning when no root was found after the discovery steps (``declared``: ``model=``'s, or ``None``)."""
     compiled = ("a model called only inside a torch.compile'd function is seen by Dynamo alone: compile the "
                 "model itself, torch.compile(model), to have its batches counted)")
     if declared is not None:

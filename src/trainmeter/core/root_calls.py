@@ -10,32 +10,31 @@ from trainmeter.core.batch import BatchCounter, batch_seq, read_call, reading_se
 
 
 class TokenWeightedSeq:
-    """Sum over the run of each batch's tokens times its sequence length S (dim 1 of 2-D token ids); :meth:`at` is
-    called on the probes' slow path only (docs/spec.md sections 5, "S", and 20). Training thread only."""
+    """Sum over the run of each batch's tokens times its S (dim 1 of 2-D token ids), on the probes' slow path only
+    (docs/spec.md sections 5, "S", and 20). Training thread only."""
 
     __slots__ = ("weighted", "with_seq", "mark", "seq")
 
     def __init__(self) -> None:
-        self.weighted = 0  # sum of tokens x S over closed runs
+        self.weighted: float = 0  # sum of tokens x S over closed runs
         self.with_seq = 0  # tokens of closed runs that had an S
         self.mark = 0  # the run's tokens when the open run began
         self.seq = 0  # S of the open run (0: its batches had no S: 1-D token ids, samples)
 
+    def _closed(self, tokens: int) -> tuple[float, int]:
+        """``weighted`` and ``with_seq`` once the open run closes with ``tokens`` counted."""
+        more = tokens - self.mark if self.seq else 0
+        return self.weighted + more * self.seq, self.with_seq + more
+
     def at(self, tokens: int, seq: int) -> None:
         """A batch of sequence length ``seq`` (0: none) is about to be counted, ``tokens`` counted before it."""
-        if seq == self.seq:
-            return
-        if self.seq:
-            self.weighted += (tokens - self.mark) * self.seq
-            self.with_seq += tokens - self.mark
-        self.mark, self.seq = tokens, seq
+        if seq != self.seq:
+            self.weighted, self.with_seq = self._closed(tokens)
+            self.mark, self.seq = tokens, seq
 
     def mean(self, tokens: int) -> tuple[float, int] | None:
         """``(token-weighted S, tokens it is over)`` with ``tokens`` counted so far, or ``None`` (no S seen)."""
-        weighted, with_seq = self.weighted, self.with_seq
-        if self.seq and tokens > self.mark:  # (tokens still pending at the read are left out)
-            weighted += (tokens - self.mark) * self.seq
-            with_seq += tokens - self.mark
+        weighted, with_seq = self._closed(max(tokens, self.mark))  # (tokens still pending at the read: left out)
         return (weighted / with_seq, with_seq) if with_seq > 0 else None
 
 
@@ -48,15 +47,14 @@ class RootCalls:
             first declaration of the step it was kept in), else empty.
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
-        batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
+        batches: The run's batch counter (lane 1's calls).
         unread: Why the first of the root's batches that could not be read could not (``None``: each was read).
-        kind: What the counted samples are where the unit does not say it (``"graphs"``, ``"nodes"``), else ``""``.
+        kind: What the counted samples are (``"graphs"``, ``"nodes"``), else ``""`` (the unit says it).
         declared: Whether the batches are declared (``tm.batch``): from then on none is counted.
         framework: The source of the framework's batch in progress, counted in its stead (:meth:`framework_batch`;
             the root's calls are not counted meanwhile), or ``None``.
         framework_counted: The source of the first framework batch counted (``"hf training_step inputs"``), or "".
-        framework_unread: Why the first framework batch the rule could not read was not (its root's calls counted
-            it), or ``None``.
+        framework_unread: Why the first framework batch the rule could not read was not, or ``None``.
 
     Training thread (lane 1's).
     """
@@ -102,10 +100,9 @@ class RootCalls:
             self._hot.refresh()
 
     def framework_batch(self, batch: Any, source: str) -> None:
-        """An adapter's: the framework's own batch for the step in progress (``None``: that batch is over), read by
-        the batch rule (docs/spec.md section 2). Read, it counts (provenance ``counted``, ``source``) and the root's
-        calls are not counted until it is over; micro-batches add up. One the rule cannot read is left to the root's
-        calls (never 0). Nothing after ``tm.batch`` (a declaration wins)."""
+        """An adapter's: the framework's own batch for the step in progress (``None``: it is over), read by the batch
+        rule (docs/spec.md section 2): read, it counts instead of the root's calls until it is over (micro-batches
+        add up); unread, the root's calls count it. Nothing after ``tm.batch`` (a declaration wins)."""
         self.framework = None
         if batch is None or self.declared:
             return
@@ -113,17 +110,15 @@ class RootCalls:
         if type(found) is not tuple:
             self.framework_unread = self.framework_unread or f"{source} are {found}"
             return
-        hot = self._hot
         self._add(found[0], found[1], reading_seq(found), found[3])
         self.framework = source
         self.framework_counted = self.framework_counted or source
-        if hot.fast_calls:  # the root's calls take the general path, which does not count them meanwhile
-            hot.fast_calls = False
+        if self._hot.fast_calls:  # the root's calls take the general path, which does not count them meanwhile
+            self._hot.fast_calls = False
             self._hot.refresh()
 
     def read(self, args: Any, kwargs: Any) -> tuple[int, str] | None:
-        """A watched module's training call's ``(count, unit)`` (:attr:`batches`), ``None`` when unread or when its
-        batch is counted already (``tm.batch``, the framework's batch): then it is not read."""
+        """A watched module's training call's ``(count, unit)``; ``None`` when unread or counted already (not read)."""
         return None if self.declared or self.framework is not None else self.batches.count(args, kwargs)
 
     def new_root(self) -> None:
@@ -135,8 +130,10 @@ class RootCalls:
     def count(self, module: Any, args: Any, kwargs: Any, lightning: bool, counted: tuple[int, str] | None) -> None:
         """A training call of the root (``counted``: its batch's ``(count, unit)``, or ``None``)."""
         hot = self._hot
-        if self.example is None:  # a LightningModule's: its training_step (batch, batch_idx)
-            self._capture_example(args, kwargs)
+        if self.example is None:  # (a LightningModule's: its training_step (batch, batch_idx)) for the counted FLOPs
+            self.example = (args, dict(kwargs or {}))
+            self.autocast_dtype = autocast()
+            self._kept()
         elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
             self.autocast_dtype = autocast()
         if self.declared or self.framework is not None:  # counted already (tm.batch, the framework's batch)
@@ -145,17 +142,15 @@ class RootCalls:
             self._add(counted[0], counted[1], self.batches.seq, self.batches.kind)
         elif self.unread is None:
             self.unread = self.batches.unread
-        # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
-        # the next ones like it
+        # a positional batch's shape, or a keyword-only one's keyword and shape: the fast call counts the next alike
         first, key = None, None
         if lightning or counted is None:
             pass
-        elif args and not kwargs:
-            first = args[0]
-        elif kwargs and not args:
+        elif not kwargs:
+            first = args[0] if args else None
+        elif not args:
             key = token_key(kwargs)
-            if key is not None:
-                first = kwargs[key[0]]
+            first = kwargs[key[0]] if key is not None else None
         if hasattr(first, "is_floating_point") and first.shape:  # (a 0-d one is skipped: the count is not its)
             hot.last_type, hot.last_shape, hot.last_dtype = type(first), first.shape, first.dtype
             hot.last_key, hot.last_before = key if key is not None else (None, ())
@@ -195,21 +190,14 @@ class RootCalls:
         self.kind = kind
 
     def warn_unread(self) -> None:
-        """At the end: a run whose root's batches were not read and that counted nothing (no adapter's count
-        either) warns once, naming the declaring call; its count is unknown, never 0."""
+        """At the end: a run whose root's batches were not read and that counted nothing warns once."""
         if self.unread is not None and not self.declared and self._steps.steps and not self._steps.tokens:
             self._monitor.warn_once("batch-unread", (
                 f"the batches of the trained model are {self.unread}, which trainmeter cannot read: its samples "
                 "and tokens are unknown; declare each batch with tm.batch(samples=...) or tm.batch(tokens=...)"))
 
-    def _capture_example(self, args: Any, kwargs: Any) -> None:
-        """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
-        self.example = (args, dict(kwargs or {}))
-        self.autocast_dtype = autocast()
-        self._kept()
-
     def _kept(self) -> None:
-        """A batch was kept: its count is the first one declared in its step, if any (:meth:`declare`)."""
+        """A batch was kept: its count is the first one declared in its step, if any."""
         self._example_at = steps = self._steps.steps
         self.example_declared = self._first_declared if self._declared_at == steps else {}
 

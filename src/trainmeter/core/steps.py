@@ -1,8 +1,6 @@
-"""The step rule, written once: one run's step count, its clock mark, its tokens per step and its step losses.
-
-:class:`StepRecorder` owns what a counted optimizer step changes (docs/spec.md section 2; its steady cost:
-docs/architecture.md, "Hot path"). Every source of steps calls :meth:`StepRecorder.step`; nothing else writes
-these fields.
+"""The step rule, written once: :class:`StepRecorder` owns what a counted optimizer step changes (its count, clock
+mark, tokens per step and losses; docs/spec.md section 2; its steady cost: docs/architecture.md, "Hot path"). Every
+source of steps calls :meth:`StepRecorder.step`; nothing else writes these fields.
 
 Thread safety: the writing thread is lane 1's training thread (the probes' and the monitor's); ``steps`` and
 ``tokens`` are plain ints any thread may read; the step series takes its own lock for readers and trims.
@@ -74,10 +72,8 @@ class StepRecorder:
         self.held_step = 0  # a loss read on the host, waiting for the next step: step, time, value
         self.held_t_s = 0.0
         self.held_value = 0.0
-        # the held loss as train_loss's open point (Series.open): a step then closes it and opens its own
-        self.tail = False
-        # tail, and no loss queued nor read deferred: the next step may close and open points in place (cleared by
-        # whatever queues a loss or defers a read, and when the open point closes)
+        self.tail = False  # the held loss is train_loss's open point (Series.open): a step closes it, opens its own
+        # tail, and no loss queued nor read deferred: the next step may close and open points in place
         self.inline = False
         self.loss_steps: list[int] = []  # train_loss's columns while tail (Series.columns)
         self.loss_times: list[float] = []
@@ -85,17 +81,15 @@ class StepRecorder:
         self.captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.user_loss = False  # the cell emits its own train_loss
         self.late_user_loss = False  # ... from after captured points on (train_loss.emitted)
-        # closed step losses not yet in their series, in step order (the oldest, whose reads never completed, is left
-        # out beyond MAX_PENDING_LOSSES)
+        # closed step losses not yet in their series, in step order (beyond MAX_PENDING_LOSSES the oldest is left out)
         self.losses: deque[StepLoss] = deque(maxlen=MAX_PENDING_LOSSES)
         self.scalars = ScalarReader(self._no_inline)  # 0-d reads deferred until their device copy is done
 
-    def _no_inline(self) -> None:
-        """A read was deferred: the next step polls it (the general path)."""
+    def _no_inline(self) -> None:  # a read was deferred: the next step polls it (the general path)
         self.inline = False
 
     def restart_clock(self, t0_s: float) -> None:
-        """The run's clock starts at ``t0_s`` (the run's start; a forked child's): the next report an interval on."""
+        """The run's clock starts at ``t0_s`` (the run's start; a forked child's)."""
         self.t0_s = t0_s
         self.reported(t0_s)
 
@@ -111,15 +105,11 @@ class StepRecorder:
         """A report ended at clock ``now_s``: the next is an interval later."""
         self.next_report_s = now_s + self.interval_s
 
-    # -- the rule ----------------------------------------------------------------------------------------------
     def step(self, tokens: int, loss: StepLoss | None = None, value: float | None = None) -> None:
-        """One optimizer step of lane 1 with ``tokens`` counted and its loss (docs/spec.md section 2).
-
-        ``value`` is a loss already read on the host (held until the next step: as train_loss's open point
-        once that series has a captured point, so a steady step closes the previous point and opens its own
-        with three list appends); ``loss`` one whose parts may still be read (queued in step order). Then the
-        ``at_step`` callbacks due, the sampled step hook, and the report once due. Training thread.
-        """
+        """One optimizer step of lane 1 with ``tokens`` counted and its loss (docs/spec.md section 2): ``value`` read
+        on the host (held until the next step, as train_loss's open point once it has a captured point: a steady
+        step closes it and opens its own), or ``loss``, whose parts may still be read (queued in step order). Then
+        the ``at_step`` callbacks due, the sampled step hook, the report once due. Training thread."""
         # hot path (docs/spec.md section 20): a counter, a clock read, an append, the previous step's loss
         self.steps = steps = self.steps + 1
         self.tokens += tokens
@@ -151,9 +141,7 @@ class StepRecorder:
 
     def time_next_step(self, timer: Callable[[Callable[[], None]], None]) -> None:
         """Run the next step's rule through ``timer(run_step)``, which calls ``run_step()`` once between its own
-        clock reads (the overhead wing's hook, docs/spec.md section 17): the sources call ``count``, which is the
-        rule itself on every other step. Training thread.
-        """
+        clock reads (the overhead wing's hook, docs/spec.md section 17). Training thread."""
         rule = self.step
 
         def timed(tokens: int, loss: StepLoss | None = None, value: float | None = None) -> None:
@@ -162,7 +150,6 @@ class StepRecorder:
 
         self.count = timed
 
-    # -- step hook and at_step ---------------------------------------------------------------------------------
     def set_hook(self, hook: Callable[[], None] | None, at: int) -> None:
         """Call ``hook`` after each counted step from step ``at`` on (``None``: none). Training thread."""
         self.hook = hook or _nothing
@@ -189,7 +176,6 @@ class StepRecorder:
         for fn in due:
             self._guard("at-step", fn)
 
-    # -- losses ------------------------------------------------------------------------------------------------
     def _step_losses(self, steps: int, t_s: float, loss: StepLoss | None, value: float | None) -> None:
         """Scalar reads and the step losses due at step ``steps``."""
         if self.scalars.queue:
@@ -219,8 +205,7 @@ class StepRecorder:
         self.tail = True
         self.inline = not self.losses and not self.scalars.queue
 
-    def _release_held(self) -> None:
-        """Put the held loss in train_loss, or drop it when the cell emits its own."""
+    def _release_held(self) -> None:  # into train_loss, or dropped when the cell emits its own
         held, self.held_step = self.held_step, 0
         if self.tail:
             self.tail = self.inline = False
@@ -259,7 +244,6 @@ class StepRecorder:
                 self._series(loss.series).append(loss.step, loss.t_s, number)
 
     def pending_losses(self) -> bool:
-        """Whether a step loss is held or queued."""
         return bool(self.losses or self.held_step)
 
     def poll_scalars(self) -> None:

@@ -35,8 +35,7 @@ class SessionSummary:
 
 
 def ratio(numerator: float | None, denominator: float) -> float | None:
-    """Return ``numerator / denominator``, or ``None`` when the numerator is unknown or the denominator not
-    positive."""
+    """``numerator / denominator``; ``None`` for an unknown numerator or a denominator not positive."""
     if numerator is None or denominator <= 0:
         return None
     return numerator / denominator

@@ -1,10 +1,8 @@
-"""The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
-
-Also ``Optimizer.__init__`` (discovery), and ``torch.compile`` and ``OptimizedModule.__init__`` (:class:`CompileWatch`:
-once something is compiled, batches are counted at the compiled wrapper, never in Dynamo). Loss semantics:
-docs/spec.md section 2; the steady step's cost (docs/spec.md section 20) is bounded by tests/core/test_hot_path.py.
-The hot ones close over the probes' :class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as
-locals when the wrapper is made; their general paths call the probes' parts. Training thread.
+"""The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook,
+``Optimizer.__init__``, and ``torch.compile`` and ``OptimizedModule.__init__`` (:class:`CompileWatch`: a compiled
+model is counted at its wrapper, never in Dynamo). Loss semantics: docs/spec.md section 2; the steady step's cost
+(section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the probes'
+:class:`~trainmeter.core.probe_state.ProbeState` and the step rule as locals. Training thread.
 """
 
 from __future__ import annotations
@@ -39,10 +37,8 @@ def _plain_backward(backward: Any) -> bool:
 
 
 def direct_call_impl(module: Any, torch: Any) -> Any:
-    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``: the class
-    keeps torch's ``_call_impl`` and the instance has set neither its own ``_call_impl`` nor a ``_compiled_call_impl``
-    (``module.compile()``); the wrapper checks that the class keeps torch's ``__call__`` (``routed``). Read once,
-    when the root is chosen."""
+    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself (the class keeps torch's and
+    the instance has neither its own ``_call_impl`` nor a ``_compiled_call_impl``), else ``None``. Read once."""
     impl = getattr(torch.nn.Module, "_call_impl", None)
     try:
         own = vars(module)
@@ -55,8 +51,7 @@ def direct_call_impl(module: Any, torch: Any) -> Any:
 
 
 class Wrappers:
-    """The wrapper factories of one run's probes: each takes the original callable and returns its wrapper
-    (``Patches.wrap``), closing over the probes' parts it calls (core/probes.py wires them). Training thread."""
+    """The wrapper factories of one run's probes (``Patches.wrap``'s ``make``), over the probes' parts they call."""
 
     def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, threads: Any, discovery: Any, loss: Any,
                  optimizers: Any) -> None:
@@ -71,8 +66,7 @@ class Wrappers:
 
     def step_hook(self) -> Any:
         """The optimizer step post-hook: a steady step (docs/architecture.md, "Hot path") straight to the step rule's
-        ``count`` slot, anything else to :meth:`OptimizerSteps.on_step
-        <trainmeter.core.explicit_steps.OptimizerSteps.on_step>`, which ends in the same rule."""
+        ``count``, any other through :meth:`~trainmeter.core.explicit_steps.OptimizerSteps.on_step`."""
         hot = self._hot
         rule = self._steps
         monitor = self._monitor
@@ -120,20 +114,18 @@ class Wrappers:
         torch = self._torch
         threads = self._threads
         on_call, lane_call = self._discovery.on_call, self._lane_call
-        # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
-        # the wrapper (so the flag is never read there); the flag is set while torch.export traces. Where torch
-        # has no such flag, the public check stands in, resolved here and never on the call (core/host_patches.py)
+        # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces the
+        # wrapper; the flag is set while torch.export traces (the public check where it is gone: core/host_patches.py)
         is_dynamo_compiling = torch.compiler.is_dynamo_compiling
         compiler = host_patches.compile_flag_owner(torch.compiler, self._monitor.warn_once)
         is_grad_enabled = torch.is_grad_enabled
         candidates = self._discovery.candidates  # the same dict for the run (Discovery clears it in place)
         lightning = attr == "training_step"
-        # a class that keeps torch's own __call__ (Module._wrapped_call_impl, which only routes a module.compile()d
-        # call): the hot path calls the module's _call_impl itself, one frame (and its argument tuple and dict) fewer
+        # a class that keeps torch's __call__ (Module._wrapped_call_impl, which only routes a module.compile()d call):
+        # the hot path calls the module's _call_impl itself, one frame (and its argument tuple and dict) fewer
         routed = attr == "__call__" and original is getattr(torch.nn.Module, "_wrapped_call_impl", None)
 
-        # the first positional argument is a parameter of its own (positional-only, so no keyword can take it):
-        # model(x) builds no argument tuple here, and the batch is read without indexing one
+        # the first positional argument is a positional-only parameter: model(x) builds no argument tuple here
         @functools.wraps(original)
         def call(module: Any, first: Any = _NO_ARG, /, *args: Any, **kwargs: Any) -> Any:
             if is_dynamo_compiling() or compiler._is_compiling_flag:  # a trace sees a pass-through: no guard
@@ -194,14 +186,10 @@ class Wrappers:
                             return original(module, first)
                         finally:
                             hot.depth = 0
-            if hot.depth and not threads.threaded and get_ident() == threads.hot_ident:
-                # a module inside the root's call on lane 1's thread: what the general path below ends in
-                if first is _NO_ARG:
-                    return original(module, **kwargs)
-                return original(module, first, *args, **kwargs)
             if first is not _NO_ARG:
                 args = (first, *args)
-            if id(module) not in candidates or not hot.active:
+            if ((hot.depth and not threads.threaded and get_ident() == threads.hot_ident)  # inside the root's call
+                    or id(module) not in candidates or not hot.active):
                 return original(module, *args, **kwargs)
             if threads.threaded or ((lightning or is_grad_enabled()) and threads.thread_lane() is not None):
                 # several training threads: per-thread nesting and counts (core/probe_state.py ProbeThreads)
@@ -228,7 +216,7 @@ class Wrappers:
                 try:
                     loss.note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
-                    loss.forget_scaled()
+                    loss.scaled = None
             return out
 
         return scale
@@ -273,8 +261,7 @@ class Wrappers:
 
         return backward
 
-    def _any_backward(self, original: Any) -> Any:
-        """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
+    def _any_backward(self, original: Any) -> Any:  # a backward whose parameters differ from torch 2.x's
         general = self._general_backward
 
         @functools.wraps(original)
@@ -284,21 +271,27 @@ class Wrappers:
         return backward
 
     def _general_backward(self, original: Any, tensors: Any, grad_tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`."""
+        """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`; a nested
+        backward, capture off, or training in several threads: the calling thread's lane's, if any."""
         hot = self._hot
-        if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
-            if kwargs:
+        read = self._loss.on_backward
+        if not hot.in_backward and hot.backward_on:
+            state, ident = hot, get_ident()
+        else:
+            lane = self._threads.current() if hot.capture_on and not kwargs else None
+            if lane is None or lane.in_backward:
                 return original(tensors, grad_tensors, *args, **kwargs)
-            return self._backward_aside(original, tensors, grad_tensors, *args)
-        hot.in_backward = True
+            state, ident = lane, lane.ident
+            if not lane.hot:
+                read = functools.partial(self._threads.lane_backward, lane)
+        state.in_backward = True
         try:
-            if grad_tensors is None and not self._hot.paused_in(get_ident()):
-                self._loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
+            if grad_tensors is None and not hot.paused_in(ident):
+                read(tensors)  # not our own pass's (the thread that paused the probes)
             return original(tensors, grad_tensors, *args, **kwargs)
         finally:
-            hot.in_backward = False
+            state.in_backward = False
 
-    # -- the wrappers' per-thread paths (core/probe_state.py ProbeThreads) -------------------------------
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
         """A watched module's call in threaded mode: the outermost call per thread counts."""
         lane = self._threads.thread_state()
@@ -315,26 +308,9 @@ class Wrappers:
         finally:
             lane.depth -= 1
 
-    def _backward_aside(self, original: Any, *args: Any) -> Any:
-        """The backward wrapper's other path: a nested backward, capture off, or training in several threads."""
-        lane = self._threads.current() if self._hot.capture_on else None
-        if lane is not None and not lane.in_backward:
-            lane.in_backward = True
-            try:
-                if args[1] is None and not self._hot.paused_in(lane.ident):
-                    if lane.hot:
-                        self._loss.on_backward(args[0])
-                    else:
-                        self._threads.lane_backward(lane, args[0])
-                return original(*args)
-            finally:
-                lane.in_backward = False
-        return original(*args)
-
 
 class CompileWatch:
-    """``torch.compile`` and ``OptimizedModule`` seen during the run (``discovery`` told; a compiled wrapper
-    replaces its module). Training thread."""
+    """``torch.compile`` and ``OptimizedModule`` seen during the run: ``discovery`` told. Training thread."""
 
     def __init__(self, discovery: Any, hot: Any, patches: Any, warn: Any) -> None:
         self._discovery = discovery
@@ -350,18 +326,22 @@ class CompileWatch:
         self._imports.install()
 
     def remove(self) -> None:
-        """Stop watching imports (the patches are the run's, restored with the others). Idempotent."""
+        """Stop watching imports (the patches are restored with the run's). Idempotent."""
         if self._imports is not None:
             self._imports.remove()
             self._imports = None
 
+    def _compiling(self) -> None:
+        """Something is compiled in the run: discovery told once (while the run is active)."""
+        if self._hot.active and not self._discovery.compiling:
+            guarded(self._warn, "probe-discovery", self._discovery.on_compiling)
+
     def _make_compile(self, original: Any) -> Any:
-        discovery, hot, warn = self._discovery, self._hot, self._warn
+        compiling = self._compiling
 
         @functools.wraps(original)
         def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
-            if hot.active and not discovery.compiling:
-                guarded(warn, "probe-discovery", discovery.on_compiling)
+            compiling()
             return original(*args, **kwargs)
 
         return compile
@@ -373,13 +353,12 @@ class CompileWatch:
             self._patches.wrap(owner, "__init__", self._make_compiled_init)
 
     def _make_compiled_init(self, original: Any) -> Any:
-        discovery, hot, warn = self._discovery, self._hot, self._warn
+        discovery, hot, warn, compiling = self._discovery, self._hot, self._warn, self._compiling
 
         @functools.wraps(original)
         def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
             watched = hot.active and discovery.knows(mod)
-            if hot.active and not discovery.compiling:
-                guarded(warn, "probe-discovery", discovery.on_compiling)
+            compiling()
             if not watched:
                 return original(compiled, mod, *args, **kwargs)
             # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
