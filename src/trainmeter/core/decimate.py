@@ -127,13 +127,11 @@ class Decimator:
             self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
     def coarsen(self, width: float) -> None:
-        """Double the width until it is at least ``width`` raw points (the live stream's cap on points per second,
-        widget/feed.py)."""
+        """Double the width until it is at least ``width`` raw points (widget/feed.py)."""
         self._double_while(lambda: self.width < width)
 
     def _double_while(self, more: Callable[[], bool]) -> None:
-        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket; a
-        merged bucket counts as taken when both halves were)."""
+        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open one)."""
         taken = self._taken
         while more():
             closed = self._closed
@@ -158,15 +156,14 @@ class Decimator:
         return self._closed_points + (len(_points(self._open)) if self._open is not None else 0)
 
     def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
-        """The decimated history as ``(xs, ys)`` (gaps: NaN ys), with the open bucket's points when ``include_open``,
-        coarsened further (merging 2, 4, ... buckets) to at most ``max_points`` when given."""
+        """The decimated history as ``(xs, ys)`` (gaps: NaN ys), coarsened further to at most ``max_points``."""
         buckets = list(self._closed)
         if include_open and self._open is not None:
             buckets.append(self._open)
         return _columns(buckets, max_points)
 
     def take_new(self) -> tuple[list[float], list[float]]:
-        """Return the points of closed buckets not taken yet that lie past the last point taken; mark them taken."""
+        """The closed buckets' points not taken yet (past the last one taken); they are taken now."""
         new = self._closed[self._taken:]
         self._taken = len(self._closed)
         xs, ys = _columns(new, None)

@@ -69,15 +69,13 @@ class Series:
         self.origin = origin  # added to every step read: a resumed run's points on the training's axis (spec section 22)
 
     def append(self, step: int, t_s: float, value: float) -> None:
-        """Record one point. Cheap (three list appends; the statistics are folded in when read);
-        call from the writing thread only."""
+        """Record one point (the statistics are folded in when read). Writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
         self._values.append(value)
 
     def open(self, step: int, t_s: float) -> None:
-        """Begin the next point: its step and time now, its value (and its place in the series) with :meth:`close`
-        (docs/spec.md section 20). Writing thread only."""
+        """Begin the next point; :meth:`close` gives its value (docs/spec.md section 20). Writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
 
@@ -115,8 +113,8 @@ class Series:
         return self._base + len(self._values)
 
     def read(self, start: int, stop: int | None = None) -> tuple[int, list[int], list[float], list[float]]:
-        """Return ``(end, steps, times_s, values)`` of the points from ``start`` (trimmed: skipped) up to ``stop`` (a
-        report's end; ``None``: every complete point); ``end``: where the next read starts. Any thread."""
+        """``(end, steps, times_s, values)`` of the points from ``start`` up to ``stop`` (``None``: all); ``end``:
+        where the next read starts. Any thread."""
         with self.lock:
             lo = max(0, start - self._base)
             hi = len(self._values) if stop is None else max(lo, min(len(self._values), stop - self._base))
@@ -174,7 +172,7 @@ class StepSeries:
 
     def set_tokens(self, tokens: int, step: int) -> None:
         """Start a run of ``tokens`` per step at step ``step``'s point, before its time is appended (the writer's
-        step, never ``_base + len(times)``, which a trim moves in two writes: docs/spec.md section 20)."""
+        step: a trim moves ``_base + len(times)`` in two writes, docs/spec.md section 20)."""
         self._runs.append((step - 1, tokens))
         self.tokens = tokens
         self._min = tokens if self._min is None else min(self._min, tokens)

@@ -1,9 +1,8 @@
-"""The run's series by name, their provenance entries, their readers' cursors, their decimated views and the cap on
-new names.
+"""The run's series by name, their provenance, their readers' cursors, decimated views and the cap on new names.
 
-Readers iterate a dict that never changes size (a new name publishes a grown copy, under the lock). A reader's
-cursor holds back trimming of the series it reads, to at most ``MAX_PENDING`` points per series; between reports a
-reader with a ``drain`` takes its points once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
+Readers iterate a dict that never changes size (a new name publishes a grown copy). A reader's cursor holds back
+trimming, to at most ``MAX_PENDING`` points per series; a reader with a ``drain`` takes its points between reports
+once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 
 class SeriesRegistry:
-    """Named series, their ``series_info`` entries, reader cursors, the one decimated view per series (``views``)
-    and the cap ``max_series`` on the user's names. :meth:`get`, :meth:`describe` and the reads from any thread;
-    appends by each series' writer."""
+    """Named series, their ``info``, readers, ``views`` and the cap ``max_series``: any thread; appends by each
+    series' writer."""
 
     def __init__(self, warn_once: Callable[[str, str], None], max_series: int = DEFAULT_MAX_SERIES) -> None:
         self._warn_once = warn_once
@@ -61,16 +59,14 @@ class SeriesRegistry:
         return self.series[name]
 
     def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset(), x_kind: str = "step") -> None:
-        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
-        iterate a dict that never changes size)."""
+        """Make the series of ``names`` not yet known (but ``skip``) with one copy of the registry."""
         with self.lock:
             new = [name for name in dict.fromkeys(names) if name not in skip and name not in self.series]
             if new:
                 self.series = {**self.series, **{name: Series(name, x_kind, self.origin) for name in new}}
 
     def set_origin(self, steps: int, step_series: StepSeries) -> None:
-        """Every series (``step_series`` too) is read ``steps`` further along the step axis from now on: a resumed
-        run's points at steps of the training (docs/spec.md section 22). Any thread."""
+        """Every series is read ``steps`` further along the step axis from now on (docs/spec.md section 22)."""
         with self.lock:
             self.origin = steps
             for series in (step_series, *self.series.values()):
@@ -81,8 +77,7 @@ class SeriesRegistry:
         (self.info.__setitem__ if replace else self.info.setdefault)(name, entry)
 
     def admit(self, name: Any) -> bool:
-        """Whether a value of the user's may go to series ``name``: a known step series, or a new name that is
-        neither reserved nor past the cap (each refusal warned once)."""
+        """Whether a value of the user's may go to series ``name`` (not reserved, not past the cap; warned once)."""
         existing = self.series.get(name) if type(name) is str else None
         if existing is None:
             if not isinstance(name, str) or name in RESERVED_SERIES or _RESERVED_NAME.match(name):
@@ -119,9 +114,8 @@ class SeriesRegistry:
     # -- readers and trimming ------------------------------------------------------------------------------
     def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None, *,
                    reads: Callable[[str], bool] | None = None) -> dict[str, int]:
-        """Register a series reader; its cursor map (name -> position). ``drain(ends)`` takes its points up to
-        ``ends`` between reports (on the report worker); ``reads(name)``: whether it holds back that series (``None``:
-        every series)."""
+        """Register a series reader; its cursor map (name -> position). ``drain(ends)``: its points between reports
+        (the report worker); ``reads(name)``: whether it holds back that series (``None``: all)."""
         cursor: dict[str, int] = {}
         self._readers.append((cursor, reads))
         if drain is not None:
@@ -130,8 +124,7 @@ class SeriesRegistry:
 
     def watch(self, at_step: Callable[[int, Callable[[], None]], None], steps: Callable[[], int],
               submit: Callable[[Callable[[], None]], None], step_series: StepSeries) -> None:
-        """Look at the points held every ``DRAIN_CHECK_STEPS`` steps (``at_step``, the training thread) and
-        hand a drain to ``submit`` (the report worker) when a series holds more than ``DRAIN_POINTS``."""
+        """Every ``DRAIN_CHECK_STEPS`` steps, ``submit`` a drain when a series holds more than ``DRAIN_POINTS``."""
         self._watch = (at_step, steps, submit, step_series)
         at_step(steps() + DRAIN_CHECK_STEPS, self._look)
 
