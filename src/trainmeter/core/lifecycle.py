@@ -120,8 +120,8 @@ class Lifecycle:
         self._start_probes()
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
         run.steps_state.restart_clock(run.phases.begin())
-        run.registry.watch(run.at_step, lambda: run.steps, lambda job: run.worker.submit("series-drain", job),
-                           run.steps_state.step_series)  # bounded points between reports (docs/spec.md section 18)
+        # bounded points between reports (docs/spec.md section 18)
+        run.registry.watch(run.at_step, lambda: run.steps, lambda job: run.worker.submit("series-drain", job))
         self.status = "running"
         run.phases.resume_train()
         if record is not None or run.text:

@@ -108,7 +108,7 @@ class Monitor:
         # hot path: read time.perf_counter directly (no Python frame) when the clock is the real one
         now = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
         max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
-        self.registry = SeriesRegistry(self.faults.warn_once, max_series)
+        self.registry = SeriesRegistry(self.faults.warn_once, max_series, lambda: self.steps_state.step_series)
         report = self.reporter.maybe_report
         # the probes' wrappers close over the step rule: it is made once and started afresh in place
         self.steps_state = StepRecorder(now, options.interval_s, series=self.registry.get, report=report,
@@ -211,12 +211,12 @@ class Monitor:
 
     def locks(self) -> list[Any]:
         """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
-        return self.registry.locks(self.step_series)
+        return self.registry.locks()
 
     def set_step_origin(self, steps: int) -> None:
         """Record and draw every point ``steps`` further along the step axis: a resumed run's points at steps of
         its training (docs/spec.md section 22; set before the first step). Any thread."""
-        self.registry.set_origin(steps, self.step_series)
+        self.registry.set_origin(steps)
 
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a series owned by a background sampler (one writing thread per name;

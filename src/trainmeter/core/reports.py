@@ -176,7 +176,7 @@ class Reporter:
         record = run.record_sink
         if record is not None:
             run.guard("run-log", record.write_interval, view, elapsed_s, phases_s, extra)
-            run.registry.trim(run.steps_state.step_series)
+            run.registry.trim()
             self.text_line = run.guard("text-line", record.text_line, view) or self.text_line
         if run.text and not report.final:
             run.faults.say(self.text_line)
