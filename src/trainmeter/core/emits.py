@@ -26,7 +26,7 @@ STOP_WAIT_S = 0.5
 
 class Emitter:
     """The run's emitted values: the recording thread's, the cross-thread queue and its folding thread; ``report``
-    is called when a value recorded on the recording thread finds the next report due. :meth:`record`: any thread."""
+    when a value finds the next report due. :meth:`record`: any thread."""
 
     def __init__(self, registry: SeriesRegistry, steps: StepRecorder, warn_once: Callable[[str, str], None],
                  report: Callable[[], None]) -> None:
@@ -55,8 +55,7 @@ class Emitter:
 
     # -- the recording thread ----------------------------------------------------------------------------------
     def record(self, values: dict[str, Any], step: int | None = None) -> None:
-        """Record named scalars at ``step`` (default: the current step); each bad value is left out with one
-        warning. Any thread; never raises."""
+        """Record named scalars at ``step`` (default: now); a bad value is left out, warned. Never raises."""
         if threading.get_ident() != self.owner_ident:
             self._enqueue(values, step)
             return
@@ -102,8 +101,7 @@ class Emitter:
         return name
 
     def checked(self, name: Any, value: Any, key: Any, reader: ScalarReader | None = None) -> float | None:
-        """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault; a flood of bad
-        values costs a count each, the warning formatted once: docs/spec.md section 18)."""
+        """``value`` as a float to record under ``name``, or ``None`` (warned once per name; docs/spec.md §18)."""
         if name in self._refused:
             self.ignored += 1
             return None
@@ -161,8 +159,7 @@ class Emitter:
                 return
 
     def _fold(self, limit: int | None) -> int:
-        """Record up to ``limit`` queued values (all with ``None``), stamped now; how many were taken (the folding
-        thread, or the finishing thread once it has stopped)."""
+        """Record up to ``limit`` queued values (``None``: all), stamped now; how many were taken."""
         steps = self._steps
         t_s = steps.now() - steps.t0_s
         registry = self._registry

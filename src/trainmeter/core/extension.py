@@ -18,9 +18,8 @@ EVERY = "*"
 
 @dataclass(frozen=True)
 class Report:
-    """What a report hands each extension's ``on_report`` (docs/contracts/EXTENSIONS.md): the counts, session
-    seconds and phase seconds at the report, whether it is the last, each series' end position when read later on
-    the report worker (``None``: now), and the report's ``IntervalSummary`` and memory sample."""
+    """What a report hands each ``on_report`` (docs/contracts/EXTENSIONS.md); ``ends``: each series' end position
+    when read later on the report worker (``None``: now)."""
 
     steps: int
     tokens: int
@@ -34,9 +33,8 @@ class Report:
 
 
 class ExtensionBase:
-    """A wing as the core sees it, with no-op events: subclass and define what the wing needs (:data:`EVENTS` says
-    when each is called). ``on_step`` is ``None`` here: the core calls it on the hot path only for wings that define
-    it as a method."""
+    """A wing as the core sees it, with no-op events: subclass and define what the wing needs. ``on_step`` is
+    ``None`` here: the core calls it on the hot path only for wings that define it."""
 
     name: str = "extension"
     requires: tuple[str, ...] = ()
@@ -99,9 +97,8 @@ def _named(name: str, i: int, index: Mapping[str, int], names: Sequence[str], kn
 
 
 def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = None) -> list[Any]:
-    """The extensions (objects with a ``name``) in an order that honours every ``requires`` and ``precedes``
-    (stable); ``known``: every wing name that may be asked for (``None``: any). ``RequirementError`` for a name
-    not known, or a cycle."""
+    """The extensions in a stable order honouring every ``requires`` and ``precedes``; ``known``: every wing name
+    that may be asked for (``None``: any). ``RequirementError`` for a name not known, or a cycle."""
     exts: Sequence[Any] = list(extensions)
     names = [str(getattr(e, "name", e)) for e in exts]
     index = {n: i for i, n in enumerate(names)}

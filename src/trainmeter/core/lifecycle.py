@@ -73,9 +73,8 @@ class Lifecycle:
         self.run_dir = path
 
     def start(self) -> None:
-        """Make the run folder, open the log, install probes, start the clocks; Ctrl-C held back meanwhile (a
-        Ctrl-C or error during start finishes the run and is re-raised). ``RuntimeError`` while another run is
-        monitored in this process."""
+        """Make the run folder, open the log, install probes, start the clocks, Ctrl-C held back (one, or an error,
+        finishes the run and is re-raised). ``RuntimeError`` while another run is monitored in this process."""
         from trainmeter.core import monitor as slot
 
         run = self._run
@@ -222,8 +221,8 @@ class Lifecycle:
         return interrupted
 
     def _passport_on_worker(self) -> None:
-        """Write the passport on the report worker while this thread waits (docs/spec.md section 20, "Finish");
-        a job the worker never took is written here. A failure is raised here."""
+        """Write the passport on the report worker while this thread waits, or here when it did not take it
+        (docs/spec.md section 20, "Finish"). A failure is raised here."""
         run = self._run
         if self.finish_imports is not None:
             run.guard("finish-imports", self.finish_imports)
@@ -251,9 +250,8 @@ class Lifecycle:
         return self.end_wait_s if began is None else max(0.0, began + self.end_wait_s - self._run.clock())
 
     def _wait_for_worker(self, part: str) -> bool:
-        """Drain the report worker within what is left of the end's bound; past it, give up on the wing whose call
-        or job it runs: named in one warning and the passport, disabled, its thread left to end when that returns,
-        writing nothing (docs/spec.md section 20, "The end's bound"). Returns whether the worker drained."""
+        """Drain the report worker within the end's bound; past it, give up on the wing it runs: warned, in the
+        passport, disabled (docs/spec.md section 20, "The end's bound"). Returns whether the worker drained."""
         run = self._run
         worker = run.reporter.worker
         if worker.drain(self.end_left_s()):

@@ -34,8 +34,7 @@ class ReportSnapshot:
 
 
 class Reporter:
-    """The report of one interval and the final one of the monitor ``run``, and what the last one found. Training
-    thread."""
+    """The reports of the monitor ``run`` and what the last one found. Training thread."""
 
     def __init__(self, run: Any) -> None:
         self._run = run
@@ -72,8 +71,7 @@ class Reporter:
 
     # -- reports ---------------------------------------------------------------------------------------------
     def maybe_report(self) -> None:
-        """Report if the interval has passed, on whichever training thread got here first; never waits
-        (docs/spec.md section 3). A noted SIGTERM is acted on first."""
+        """Report if the interval has passed (a noted SIGTERM first); never waits (docs/spec.md section 3)."""
         run = self._run
         run.lifecycle.at_safe_point()
         if run.lifecycle.finished or not self._lock.acquire(blocking=False):
@@ -169,8 +167,7 @@ class Reporter:
 
     def _out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
              phases_s: dict[str, float]) -> None:
-        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed (the
-        report worker's job when ``inline`` holds the fields the training thread took)."""
+        """The run log, trimming, the text line and warnings (the worker's job when ``inline`` holds fields)."""
         run = self._run
         extra = run.dispatch.report(report, on_worker=None if inline is None else True, before=inline)
         record = run.record_sink

@@ -1,7 +1,5 @@
-"""Reading scalars from the user's values without a device sync.
-
-A CUDA tensor is copied to a pinned host buffer without blocking and read once its event completes
-(docs/spec.md section 2). Training thread.
+"""Reading scalars without a device sync: a CUDA tensor is copied to a pinned host buffer without blocking and
+read once its event completes (docs/spec.md section 2). Training thread.
 """
 
 from __future__ import annotations
@@ -72,11 +70,9 @@ class ScalarReader:
 
 
 class StepLoss:
-    """The loss of one optimizer step: the sum of ``value / scale`` over the backward calls (docs/spec.md section 2,
-    "Loss"), parts on CUDA read later through the :class:`ScalarReader` (keys ``(self, index, field)``).
-
-    ``parts`` holds ``[value, scale]`` per backward call (``None`` until read); ``divided``: every part was divided
-    by the loop; ``broken``: a part could not be read. Training thread only.
+    """The loss of one optimizer step: the sum of ``value / scale`` over the backward calls (docs/spec.md section 2),
+    CUDA parts read later (keys ``(self, index, field)``). ``parts``: ``[value, scale]`` per call (``None`` until
+    read); ``divided``: every part was divided by the loop; ``broken``: a part could not be read. Training thread.
     """
 
     __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "closed", "broken", "_missing")
