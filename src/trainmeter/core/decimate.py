@@ -7,8 +7,10 @@ thread-safe: a live run's decimators are read and written under their view's loc
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 DEFAULT_BUDGET_POINTS = 2000
 _NAN = math.nan
@@ -57,12 +59,8 @@ def _points(b: Bucket) -> list[tuple[float, float]]:
         pts = [low]
     else:
         pts = [low, (b[3], b[4])] if b[1] <= b[3] else [(b[3], b[4]), low]
-    gap = b[5]
-    if gap is not None:
-        i = len(pts)
-        while i and pts[i - 1][0] > gap:
-            i -= 1
-        pts.insert(i, (gap, _NAN))
+    if b[5] is not None:
+        bisect.insort(pts, (b[5], _NAN), key=itemgetter(0))  # after the points at its x
     return pts
 
 

@@ -122,7 +122,6 @@ class Dispatcher:
             if getattr(ext, "name", None) == name:
                 self._off.update((id(ext), e) for e in _EVENTS if e not in but)
                 self.unwatch_training(ext)
-                self._phase_watchers = tuple(e for e in self._phase_watchers if e is not ext)
                 self._arm_steps()
 
     def each(self, event: str, *args: Any) -> list[tuple[Any, Any]]:

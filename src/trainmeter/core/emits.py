@@ -102,12 +102,10 @@ class Emitter:
 
     def checked(self, name: Any, value: Any, key: Any, reader: ScalarReader | None = None) -> float | None:
         """``value`` as a float to record under ``name``, or ``None`` (warned once per name; docs/spec.md §18)."""
-        if name in self._refused:
+        refused = name in self._refused
+        if refused or not self._registry.admit(name):  # refused by name: every later value of it too
             self.ignored += 1
-            return None
-        if not self._registry.admit(name):  # refused by name: every later value of it too
-            self.ignored += 1
-            if len(self._refused) < MAX_REFUSED_NAMES and type(name) is str:
+            if not refused and len(self._refused) < MAX_REFUSED_NAMES and type(name) is str:
                 self._refused.add(name)
             return None
         if type(value) is float:

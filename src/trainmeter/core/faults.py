@@ -23,9 +23,8 @@ class Faults:
     ``out`` (``sys.stdout`` when ``None``). Any thread."""
 
     def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out
         self._lock = threading.Lock()
-        self.forget()
+        self.new_run(out)
 
     def say(self, line: str) -> None:
         """Print one text line (one write with its newline: a steady report's line comes from the report worker)."""
@@ -66,12 +65,9 @@ class Faults:
             self.warn_once(key, f"{key} failed and was disabled: {exc!r}")
             return None
 
-    def redirect(self, out: TextIO | None) -> None:
-        """Say text lines to ``out`` from now on (a forked child's: nowhere)."""
+    def new_run(self, out: TextIO | None) -> None:
+        """Start afresh, text lines said to ``out`` (construction; a forked child's own run: nowhere)."""
         self.out = out
-
-    def forget(self) -> None:
-        """Start afresh (construction; a forked child's own run)."""
         self._warned: set[str] = set()
         self._said: set[str] = set()
         self.warnings: list[str] = []

@@ -149,8 +149,7 @@ class Monitor:
         self.dispatch.drop(drop)
         self.record_sink = record
         self.text = False
-        self.faults.redirect(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
-        self.faults.forget()
+        self.faults.new_run(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
         training = self.phases.training
         self.registry.new_run()  # every part's run state afresh, as at construction
         self.steps_state.new_run(0.0)
