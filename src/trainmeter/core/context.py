@@ -1,7 +1,4 @@
-"""The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md).
-
-It publishes exactly the contract's members (:data:`PUBLISHED`, checked by tests/test_layout.py).
-"""
+"""The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Requests to act on a live run (stop after this step, checkpoint now), honoured at the next optimizer step boundary.
-
-Any thread asks; the training thread acts right after a counted step, through a step-hook trampoline that costs
-nothing while no request is pending (docs/spec.md section 21).
+"""Requests to act on a live run (stop, checkpoint) from any thread, honoured at the next optimizer step boundary
+through a step-hook trampoline that costs nothing while none is pending (docs/spec.md section 21).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Bounded, decimated history of one series: min/max per bucket, doubling bucket width (docs/spec.md section 12).
 
 Buckets of ``width`` raw points keep their minimum, maximum and one gap point (NaN or inf); past the budget the width
-doubles and buckets merge pairwise. ``take_new`` gives each point once (docs/protocol.md section 2, "Series"). Not
-thread-safe: a live run's decimators are read and written under their view's lock (core/series_views.py).
+doubles and buckets merge pairwise. Not thread-safe: a live run's are used under their view's lock.
 """
 
 from __future__ import annotations
@@ -65,10 +64,8 @@ def _points(b: Bucket) -> list[tuple[float, float]]:
 
 
 class Decimator:
-    """Min/max decimation of series ``name`` (x ``"step"`` or ``"time"``) to at most ``budget_points`` (>= 8) points.
-
-    ``width``: raw points per bucket (a power of two); ``count``: raw points seen.
-    """
+    """Min/max decimation of series ``name`` to at most ``budget_points`` (>= 8) points; ``width``: raw points per
+    bucket (a power of two); ``count``: raw points seen."""
 
     __slots__ = ("name", "x_kind", "budget_points", "width", "count", "_closed", "_closed_points", "_open", "_taken",
                  "_last_x")

@@ -1,13 +1,9 @@
-"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread
-(docs/spec.md section 20, "Reports and the report worker": jobs in submission order, folds while it has no job,
-bounded waits, the stuck worker, faults, the drain at the end; section 19: around a fork).
+"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread, in
+submission order (docs/spec.md section 20, "Reports and the report worker"; section 19: around a fork).
 
-At most ``MAX_JOBS`` jobs wait (a submit past that waits up to ``STUCK_AFTER_S``). A job that raises disables its
-owner's later jobs (reported once through ``on_fault``); a job that submits a job runs it at once.
-``threaded=False`` (a fake clock: tests) runs each job at once in the submitter's thread.
-
-Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
-(started at the first job, again after a fork) one at a time.
+At most ``MAX_JOBS`` jobs wait (then a submit waits up to ``STUCK_AFTER_S``); a job that raises disables its owner's
+later jobs; ``threaded=False`` (a fake clock) runs each job at once. :meth:`submit`, :meth:`drain`, :meth:`close`:
+any thread; jobs run on the worker thread one at a time.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ OnFault = Callable[[str, BaseException], None]
 
 
 def fold_every_s(interval_s: float) -> float:
-    """The fold period of a run reporting every ``interval_s``: a quarter of it, within ``FOLD_EVERY_S`` ..
-    ``MAX_FOLD_EVERY_S`` (what a final report folds itself: at most that much of the run's points)."""
+    """The fold period of a run reporting every ``interval_s``: a quarter of it, within the two bounds."""
     return min(MAX_FOLD_EVERY_S, max(FOLD_EVERY_S, interval_s / 4))
 
 

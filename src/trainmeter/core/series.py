@@ -1,7 +1,5 @@
-"""Series: append-only columns of (step, seconds, value) with running stats.
-
-The writer appends without a lock (atomic under the GIL); readers read from a cursor and the owner trims what
-every reader has seen, so memory is bounded by what is pending (docs/spec.md section 18).
+"""Series: append-only columns of (step, seconds, value) with running stats; the writer appends without a lock,
+readers read from a cursor and what every reader has seen is trimmed (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -26,9 +24,8 @@ def _finite_values(values: list[float]) -> list[float]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
-    """Running statistics of one series: the last point's value (``None`` when it is not finite: never an earlier
-    finite one), min and max finite value (``None``: none), points recorded (finite or not), the last point's step
-    and the points that were not finite (NaN, +-inf)."""
+    """Running statistics of one series: the last point's value (``None`` when not finite), min and max finite value,
+    points recorded, the last point's step and the points that were not finite."""
 
     last: float | None
     min: float | None
@@ -150,11 +147,8 @@ class Series:
 
 
 class StepSeries:
-    """Tokens per optimizer step, one point per step (position ``i`` is step ``i + 1``), read as a :class:`Series`.
-
-    Only the times are stored per step; the tokens as runs (position, tokens), one per change.
-    Thread safety: one writing thread (:meth:`set_tokens`, then ``times.append``); ``read``/``trim`` any thread.
-    """
+    """Tokens per optimizer step (position ``i`` is step ``i + 1``), read as a :class:`Series`: the times per step,
+    the tokens as runs (position, tokens). One writing thread; ``read``/``trim`` any thread."""
 
     __slots__ = ("name", "x_kind", "times", "_runs", "_base", "lock", "tokens", "_min", "_max", "origin")
 
