@@ -114,7 +114,6 @@ class Controls:
         self.saving = False  # True while checkpoint_now saves: the time wing leaves that save's record to this one
         self._framework: Any = None  # the FrameworkControl of the framework in its fit now (use_framework)
 
-    # -- any thread ------------------------------------------------------------------------
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
         m = self._m
@@ -189,7 +188,6 @@ class Controls:
             if not self._armed:
                 self._m.steps_state.set_hook(fn, at)
 
-    # -- the training thread ---------------------------------------------------------------
     def _on_step(self) -> None:
         """The trampoline: give the hook back, checkpoint, call the hook, then stop (may raise StopTraining)."""
         if _compiling():  # inside a compiled region: not a boundary we can act at; the next step will be
@@ -338,7 +336,6 @@ class Controls:
         optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
         return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
 
-    # -- the record ---------------------------------------------------------------------
     def end_status(self, default: str) -> str:
         """``stopped`` when a stop was honoured (a framework ended by its own loop), else ``default``."""
         return "stopped" if self.stopped is not None else default

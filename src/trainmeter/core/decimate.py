@@ -84,7 +84,6 @@ class Decimator:
         self._taken = 0
         self._last_x = -math.inf  # x of the last point taken (take_new sends only what lies past it)
 
-    # -- writing -----------------------------------------------------------------------
     def extend(self, xs: Sequence[float], ys: Sequence[float]) -> None:
         """Add a chunk of points (x non-decreasing)."""
         if len(xs) != len(ys):
@@ -144,7 +143,6 @@ class Decimator:
                 self._open = None
         self._taken = taken
 
-    # -- reading -----------------------------------------------------------------------
     @property
     def points(self) -> int:
         """Points :meth:`columns` would return with the open bucket."""

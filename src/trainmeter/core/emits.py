@@ -53,7 +53,6 @@ class Emitter:
         self.dropped = 0
         self.ignored = 0  # values left out as bad (an unreadable value, a refused name): passport emits_ignored
 
-    # -- the recording thread ----------------------------------------------------------------------------------
     def record(self, values: dict[str, Any], step: int | None = None) -> None:
         """Record named scalars at ``step`` (default: now); a bad value is left out, warned. Never raises."""
         if threading.get_ident() != self.owner_ident:
@@ -128,7 +127,6 @@ class Emitter:
             self._bad_said.add(name)
             self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(why)}")
 
-    # -- other threads -----------------------------------------------------------------------------------------
     def _enqueue(self, values: dict[str, Any], step: int | None) -> None:
         """Queue values emitted off the recording thread (the emitting thread; O(1), bounded, never raises)."""
         queued = self._queued

@@ -51,7 +51,6 @@ class Reporter:
         self.memory: Any = None
         self.text_line = ""
 
-    # -- the worker ------------------------------------------------------------------------------------------
     opened_worker: ReportWorker | None = None  # the worker if one was made (the fork handlers: docs/spec.md §19)
 
     @property
@@ -69,7 +68,6 @@ class Reporter:
     def _worker_fault(self, owner: str, exc: BaseException) -> None:
         self._run.warn_once(f"report-worker-{owner}", f"{owner}'s report work failed and was disabled: {exc!r}")
 
-    # -- reports ---------------------------------------------------------------------------------------------
     def maybe_report(self) -> None:
         """Report if the interval has passed (a noted SIGTERM first); never waits (docs/spec.md section 3)."""
         run = self._run

@@ -113,7 +113,6 @@ class SeriesRegistry:
         self._warn_once("series-cap", f"more than {self.max_series} series (max_series): {printable(name)[:80]!s} "
                                       "and later new names are not recorded; the passport lists them")
 
-    # -- readers and trimming ------------------------------------------------------------------------------
     def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None, *,
                    reads: Callable[[str], bool] | None = None) -> dict[str, int]:
         """Register a series reader; its cursor map (name -> position). ``drain(ends)``: its points between reports
