@@ -180,15 +180,11 @@ class Decimator:
 
 
 def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float], list[float]]:
-    if max_points is not None:
-        factor = 1
-        total = sum(len(_points(b)) for b in buckets)
-        while total > max_points and factor < len(buckets):
-            factor *= 2
-            total = sum(len(_points(_combine(buckets[j:j + factor]))) for j in range(0, len(buckets), factor))
-        if factor > 1:
-            buckets = [_combine(buckets[j:j + factor]) for j in range(0, len(buckets), factor)]
-    pts = [p for b in buckets for p in _points(b)]
+    merged, factor = buckets, 1  # merged: the buckets taken ``factor`` at a time
+    while max_points is not None and sum(len(_points(b)) for b in merged) > max_points and factor < len(buckets):
+        factor *= 2
+        merged = [_combine(buckets[j:j + factor]) for j in range(0, len(buckets), factor)]
+    pts = [p for b in merged for p in _points(b)]
     return [x for x, _ in pts], [y for _, y in pts]
 
 

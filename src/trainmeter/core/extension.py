@@ -83,19 +83,6 @@ class RequirementError(ValueError):
     """A ``requires``/``precedes`` that names no wing, or requirements that form a cycle."""
 
 
-def _named(name: str, i: int, index: Mapping[str, int], names: Sequence[str], known: Collection[str] | None,
-           attr: str, exclude: Collection[int]) -> list[int]:
-    """The positions ``name`` stands for in extension ``i``'s ``attr`` (``'*'``: every other, less ``exclude``)."""
-    if name == EVERY:
-        return [j for j in range(len(names)) if j != i and j not in exclude]
-    if name in index:
-        return [index[name]]
-    if known is not None and name not in known:
-        raise RequirementError(f"extension {names[i]!r} {attr} {name!r}, which is no known wing "
-                               f"(known: {', '.join(sorted(known))})")
-    return []  # a known wing absent from this run
-
-
 def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = None) -> list[Any]:
     """The extensions in a stable order honouring every ``requires`` and ``precedes``; ``known``: every wing name
     that may be asked for (``None``: any). ``RequirementError`` for a name not known, or a cycle."""
@@ -111,19 +98,25 @@ def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = 
     first = {i for i, e in enumerate(exts) if EVERY in wants(e, "precedes")}
     last = {i for i, e in enumerate(exts) if EVERY in wants(e, "requires")}
     for i, ext in enumerate(exts):
-        for name in wants(ext, "requires"):  # name (or every other, but the other '*'-requirers) before i
-            for j in _named(name, i, index, names, known, "requires", exclude=last):
-                after[i].add(j)
-        for name in wants(ext, "precedes"):  # i before name (or every other, but the other '*'-precedes)
-            for j in _named(name, i, index, names, known, "precedes", exclude=first):
-                after[j].add(i)
-    placed: list[int] = []
-    done: set[int] = set()
+        for attr, exclude in (("requires", last), ("precedes", first)):
+            for name in wants(ext, attr):  # '*': every other, but the others with the same '*'
+                if name == EVERY:
+                    named = [j for j in range(len(exts)) if j != i and j not in exclude]
+                elif name in index:
+                    named = [index[name]]
+                elif known is not None and name not in known:
+                    raise RequirementError(f"extension {names[i]!r} {attr} {name!r}, which is no known wing "
+                                           f"(known: {', '.join(sorted(known))})")
+                else:
+                    named = []  # a known wing absent from this run
+                for j in named:
+                    later, sooner = (i, j) if attr == "requires" else (j, i)
+                    after[later].add(sooner)
+    placed: dict[int, None] = {}  # in order
     while len(placed) < len(exts):
-        ready = next((i for i in range(len(exts)) if i not in done and after[i] <= done), None)
+        ready = next((i for i in range(len(exts)) if i not in placed and after[i] <= placed.keys()), None)
         if ready is None:
-            stuck = [names[i] for i in range(len(exts)) if i not in done]
+            stuck = [names[i] for i in range(len(exts)) if i not in placed]
             raise RequirementError(f"the requirements of {', '.join(stuck)} form a cycle")
-        placed.append(ready)
-        done.add(ready)
+        placed[ready] = None
     return [exts[i] for i in placed]

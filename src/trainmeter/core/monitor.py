@@ -120,6 +120,8 @@ class Monitor:
         self.guard = self.faults.guard  # call fn; on a fault warn once and return None
         self.record = self.emitter.record  # named scalars at a step (tm.emit, taps). Any thread
         self.add_reader = self.registry.add_reader  # a series reader's cursor map
+        self.locks = self.registry.locks  # the run's own locks, held around a fork (docs/spec.md section 19)
+        self.set_step_origin = self.registry.set_origin  # a resumed run's step axis (docs/spec.md section 22)
         self.maybe_report = self.reporter.maybe_report  # at a step or emit boundary. Training thread
         self.extension = self.dispatch.view  # the view the wing `name` publishes, or None. Any thread
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
@@ -200,14 +202,6 @@ class Monitor:
     series_dropped_names = property(attrgetter("registry.dropped_names"), doc="The first of them.")
     queue_dropped = property(attrgetter("emitter.dropped"), doc="Emits from other threads dropped.")
     emits_ignored = property(attrgetter("emitter.ignored"), doc="Emitted values left out as bad (counted).")
-
-    def locks(self) -> list[Any]:
-        """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
-        return self.registry.locks()
-
-    def set_step_origin(self, steps: int) -> None:
-        """Every point ``steps`` further along the step axis (a resumed run's: docs/spec.md section 22)."""
-        self.registry.set_origin(steps)
 
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a background sampler's series (``t_s``: seconds since the run began)."""
