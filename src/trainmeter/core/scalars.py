@@ -19,7 +19,6 @@ class ScalarReader:
         self.on_defer = on_defer
         self.queue: deque[tuple[Hashable, Any, Any]] = deque()  # deferred (key, host buffer, event)
         self._pool: list[Any] = []
-        self.dropped = 0
 
     def read(self, value: Any, key: Hashable) -> float | None:
         """``value`` as a float now, or ``None`` if deferred (back from :meth:`poll` with ``key``) or unreadable;
@@ -45,8 +44,7 @@ class ScalarReader:
         import torch
 
         if len(self.queue) >= MAX_PENDING:
-            self.queue.popleft()
-            self.dropped += 1
+            self.queue.popleft()  # the oldest read is lost (bounded memory)
         i = next((i for i, buf in enumerate(self._pool) if buf.dtype == value.dtype), None)
         host = torch.empty((), dtype=value.dtype, device="cpu", pin_memory=True) if i is None else self._pool.pop(i)
         host.copy_(value.detach().reshape(()), non_blocking=True)

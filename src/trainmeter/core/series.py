@@ -46,7 +46,7 @@ class Series:
     ``read``/``trim`` from any."""
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
-                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
+                 "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
 
     def __init__(self, name: str, x_kind: str = "step", origin: int = 0) -> None:
         self.name = name
@@ -56,7 +56,6 @@ class Series:
         self._values: list[float] = []
         self._base = 0
         self.lock = threading.Lock()  # readers and trims take it (held around a fork: Monitor.locks)
-        self._last: float | None = None
         self._min: float | None = None
         self._max: float | None = None
         self._folded = 0  # absolute position up to which the statistics are folded in
@@ -95,12 +94,10 @@ class Series:
         finite = _finite_values(values[lo:n])
         low, high = self._min, self._max
         self._nonfinite += n - lo - len(finite)
-        tail = values[n - 1]
-        last = tail if finite and -_INF < tail < _INF else None  # the latest point's value, never a stale one
         if finite:
             low = min(finite) if low is None else min(low, min(finite))
             high = max(finite) if high is None else max(high, max(finite))
-        self._last, self._min, self._max, self._tail = last, low, high, tail
+        self._min, self._max, self._tail = low, high, values[n - 1]
         self._last_step = self._steps[n - 1]
         self._folded = self._base + n
 
@@ -140,8 +137,9 @@ class Series:
         """Return the running statistics (folds in the points appended since the last call). Any thread."""
         with self.lock:
             self._fold()
-            return SeriesStats(last=self._last, min=self._min, max=self._max,
-                               count=self._base + len(self._values),
+            tail = self._tail  # the latest point's value, never an earlier finite one
+            last = tail if tail is not None and -_INF < tail < _INF else None
+            return SeriesStats(last=last, min=self._min, max=self._max, count=self._base + len(self._values),
                                last_step=None if self._last_step is None else self._last_step + self.origin,
                                nonfinite=self._nonfinite, last_read=self._tail)
 
