@@ -121,11 +121,9 @@ class Monitor:
         self.record = self.emitter.record  # named scalars at a step (tm.emit, taps). Any thread
         self.add_reader = self.registry.add_reader  # a series reader's cursor map
         self.locks = self.registry.locks  # the run's own locks, held around a fork (docs/spec.md section 19)
-        self.set_step_origin = self.registry.set_origin  # a resumed run's step axis (docs/spec.md section 22)
         self.maybe_report = self.reporter.maybe_report  # at a step or emit boundary. Training thread
         self.extension = self.dispatch.view  # the view the wing `name` publishes, or None. Any thread
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
-        self.time_next_step = self.steps_state.time_next_step  # the overhead wing's timing hook
         self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
         # print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)
         self.set_text = functools.partial(setattr, self, "text")
