@@ -61,8 +61,7 @@ PARTS = {
 
 
 class RunContext:
-    """One run (the monitor, held privately) as its wings and sinks see it. Read-only; which thread may call what:
-    docs/contracts/EXTENSIONS.md, "The run context"."""
+    """One run as its wings and sinks see it, read-only (docs/contracts/EXTENSIONS.md, "The run context")."""
 
     __slots__ = ("_m", *BOUND, *PARTS)
 

@@ -163,8 +163,7 @@ class Controls:
         return True
 
     def request_call(self, key: str, fn: Callable[[], None]) -> bool:
-        """Run ``fn`` on the training thread after the next counted step (a fault warned under ``key``); whether the
-        run took it."""
+        """Run ``fn`` on the training thread after the next step (a fault warned under ``key``); whether taken."""
         if not self.live():
             return False
         with self._lock:

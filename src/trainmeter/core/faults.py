@@ -19,8 +19,7 @@ class MonitorWarning(UserWarning):
 
 
 class Faults:
-    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said to
-    ``out`` (``sys.stdout`` when ``None``). Any thread."""
+    """One run's warnings, each key once, kept for the passport, and its text lines (to ``out``). Any thread."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self._lock = threading.Lock()
@@ -38,8 +37,7 @@ class Faults:
             self.say(line)
 
     def warn_once(self, key: str, message: str) -> None:
-        """Warn once per ``key`` for this run; the message (escaped) is kept for the passport, past ``MAX_WARNINGS``
-        only counted. Any thread."""
+        """Warn once per ``key``; the message is kept for the passport (past ``MAX_WARNINGS``: counted)."""
         with self._lock:
             if key in self._warned:
                 return

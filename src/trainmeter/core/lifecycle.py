@@ -18,8 +18,7 @@ END_WAIT_S = 60.0  # every wait at a run's end, in all (docs/spec.md section 20,
 
 
 def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
-    """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record
-    (docs/spec.md, passport ``status``)."""
+    """The passport's ``status`` of a body that ended with ``exc`` (``None``: returned), and the error to record."""
     if exc is None:
         return "completed", None
     if isinstance(exc, SystemExit):
@@ -142,8 +141,7 @@ class Lifecycle:
             self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run: final report, remove probes, write the passport (each part once, Ctrl-C held back, then
-        raised as KeyboardInterrupt)."""
+        """End the run, each part once, Ctrl-C held back (then raised as KeyboardInterrupt)."""
         raised = False
         held: HeldInterrupts | None = None
         for _ in range(3):  # a Ctrl-C before the handler was in place: finish again (parts run once)

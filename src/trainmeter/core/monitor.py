@@ -40,8 +40,7 @@ fresh_in_child(globals(), "_ACTIVE_LOCK")  # a forked child makes its own (core/
 
 def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str], first_report_s: float
                     ) -> Monitor | None:
-    """In a forked child, make the inherited active run the child's own; the run, or ``None`` (none, or the move
-    failed: then none is active). Never raises."""
+    """In a forked child, make the inherited active run its own; the run, or ``None`` (then none is active)."""
     global _ACTIVE
     run = _ACTIVE
     if run is None:
@@ -55,8 +54,7 @@ def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str]
 
 
 def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
-    """Write the passport of the last run whose passport could not be written; its folder, or ``None``. Never
-    raises."""
+    """Write the passport the last run could not write; its folder, or ``None``. Never raises."""
     global _UNSAVED
     run = _UNSAVED
     if run is None or not run.lifecycle.retry_passport():

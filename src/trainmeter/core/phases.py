@@ -14,8 +14,7 @@ PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.
 
 
 class PhaseClock:
-    """Cumulative seconds per phase, plus the training seconds of the current window (``synchronize``: called at
-    each phase transition)."""
+    """Seconds per phase and the current window's training seconds (``synchronize``: at each transition)."""
 
     def __init__(self, clock: Clock, synchronize: Callable[[], None] | None = None) -> None:
         self._clock = clock

@@ -113,8 +113,7 @@ class ReportWorker:
         return True
 
     def drain(self, timeout_s: float | None = None) -> bool:
-        """Wait until every job submitted so far has run; whether they did within ``timeout_s`` (``None``:
-        :attr:`wait_left_s`)."""
+        """Wait for every job submitted so far; whether they ran within ``timeout_s`` (``None``: ``wait_left_s``)."""
         if self._thread is None or os.getpid() != self._pid or threading.current_thread() is self._thread:
             return True  # none, or a job asking: it runs after the ones before it already
         with self._cond:

@@ -107,8 +107,7 @@ class Series:
         return self._base + len(self._values)
 
     def read(self, start: int, stop: int | None = None) -> tuple[int, list[int], list[float], list[float]]:
-        """``(end, steps, times_s, values)`` of the points from ``start`` up to ``stop`` (``None``: all); ``end``:
-        where the next read starts. Any thread."""
+        """``(end, steps, times_s, values)`` from ``start`` up to ``stop`` (``None``: all); ``end``: the next start."""
         with self.lock:
             lo = max(0, start - self._base)
             hi = len(self._values) if stop is None else max(lo, min(len(self._values), stop - self._base))

@@ -27,8 +27,7 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 
 class SeriesRegistry:
-    """Named series, their ``info``, readers, ``views`` and the cap ``max_series``: any thread; appends by each
-    series' writer."""
+    """Named series, their ``info``, readers, ``views`` and the cap ``max_series``. Any thread; appends: each writer."""
 
     def __init__(self, warn_once: Callable[[str, str], None], max_series: int,
                  step_series: Callable[[], StepSeries]) -> None:

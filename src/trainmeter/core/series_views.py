@@ -22,8 +22,7 @@ Twins = Callable[[str, Sequence[Any], Sequence[float]], "tuple[str, list[float]]
 
 def _read_new(series: Mapping[str, Any], cursor: dict[str, int], reads: Callable[[str], bool],
               ends: Mapping[str, int] | None) -> Iterator[tuple[str, Any, list[int], list[float], list[float]]]:
-    """``(name, series, steps, times, values)`` of each series ``reads`` from ``cursor`` up to ``ends`` (``None``:
-    now), moving the cursor (the caller holds its lock)."""
+    """``(name, series, steps, times, values)`` of each series ``reads``, moving ``cursor`` up to ``ends``."""
     for name, s in list(series.items()):
         if reads(name):
             end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
@@ -118,8 +117,7 @@ class SeriesReader:
             self._feed(points)
 
     def new_points(self, ends: Mapping[str, int] | None = None) -> Points:
-        """``(name, steps, values)`` of each read series' points since the last call, up to ``ends``
-        (``Report.ends``; ``None``: now)."""
+        """``(name, steps, values)`` of each series' points since the last call, up to ``ends`` (``None``: now)."""
         with self._lock:
             new = _read_new(self._m.series, self._cursor, self.names.__contains__, ends)
             return [(name, steps, values) for name, _, steps, _, values in new if steps]
