@@ -29,14 +29,6 @@ def _widen(b: Bucket, x_lo: float, y_lo: float, x_hi: float, y_hi: float) -> Non
         b[3], b[4] = x_hi, y_hi
 
 
-def _add(b: Bucket, x: float, y: float) -> None:
-    b[0] += 1
-    if y - y == 0.0:  # finite
-        _widen(b, x, y, x, y)
-    elif b[5] is None:
-        b[5] = x
-
-
 def _combine(buckets: Sequence[Bucket]) -> Bucket:
     """Merge consecutive buckets into one (keeps the first minimum/maximum/gap)."""
     out = list(buckets[0])
@@ -108,8 +100,13 @@ class Decimator:
             _widen(b, float(xs[i + vals.index(lo)]), lo, float(xs[i + vals.index(hi)]), hi)
             b[0] += k
         else:  # point by point
+            b[0] += k
             for j in range(k):
-                _add(b, float(xs[i + j]), vals[j])
+                x, y = float(xs[i + j]), vals[j]
+                if y - y == 0.0:  # finite
+                    _widen(b, x, y, x, y)
+                elif b[5] is None:
+                    b[5] = x
 
     def _close(self) -> None:
         b = self._open

@@ -212,11 +212,10 @@ class Dispatcher:
         """``after_fork_in_child(monitor.context)`` on each extension; a wing the worker job ``torn`` at the fork may
         have left half-updated is left out unless it defines it (docs/spec.md section 19)."""
         self._monitor = monitor
-        left: list[str] = []
-        if torn is not None:
-            left = sorted(getattr(e, "name", "?") for e in self.extensions if not _defines(e, "after_fork_in_child")
-                          and (getattr(e, "report_on_worker", False) if torn == REPORT_JOB
-                               else getattr(e, "name", None) == torn))
+        left = sorted(getattr(e, "name", "?") for e in self.extensions if torn is not None
+                      and not _defines(e, "after_fork_in_child")
+                      and (getattr(e, "report_on_worker", False) if torn == REPORT_JOB
+                           else getattr(e, "name", None) == torn))
         if left:
             self.drop(left)
             self._say("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under way on "
