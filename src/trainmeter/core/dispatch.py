@@ -38,11 +38,11 @@ class Dispatcher:
     any thread; the rest: training thread."""
 
     def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
-                 known: Collection[str] | None = None, clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         given = list(extensions)
         self.order_error: str | None = None
         try:
-            ordered = order_extensions(given, known)
+            ordered = order_extensions(given)
         except RequirementError as exc:  # at run time: degrade to the given order, said once at start
             ordered, self.order_error = given, f"{exc}: the extensions run in the order given"
         self.extensions: tuple[Any, ...] = tuple(ordered)
