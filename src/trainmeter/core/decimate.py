@@ -170,10 +170,7 @@ class Decimator:
         self._taken = len(self._closed)
         self._last_x = next((pts[-1][0] for b in reversed(self._closed) if (pts := _points(b))), self._last_x)
 
-    @property
-    def pending(self) -> int:
-        """Closed buckets not taken yet."""
-        return len(self._closed) - self._taken
+    pending = property(lambda self: len(self._closed) - self._taken, doc="Closed buckets not taken yet.")
 
 
 def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float], list[float]]:

@@ -190,8 +190,6 @@ class Emitter:
     def drain_owner(self, limit: int | None = OWNER_DRAIN) -> None:
         """Record values of series the recording thread writes (that thread's report, or the final one)."""
         pending = self._to_owner
-        if not pending:
-            return
         steps = self._steps
         t_s = steps.now() - steps.t0_s
         for _ in range(len(pending) if limit is None else min(limit, len(pending))):

@@ -120,10 +120,8 @@ class StepLoss:
         self.parts[index][field] = value
         self._missing -= 1
 
-    @property
-    def ready(self) -> bool:
-        """Closed, and every part read (or known unreadable)."""
-        return self.closed and (self._missing <= 0 or self.broken)
+    ready = property(lambda self: self.closed and (self._missing <= 0 or self.broken),
+                     doc="Closed, and every part read (or known unreadable).")
 
     def value(self) -> float | None:
         """``sum(value / scale)`` over the parts, or ``None`` when one is missing or a scale is 0."""
@@ -136,7 +134,5 @@ class StepLoss:
             total += value / scale
         return total
 
-    @property
-    def ambiguous(self) -> bool:
-        """Several backward calls without a division: they may be full micro-batch losses or parts of one."""
-        return len(self.parts) > 1 and not self.divided
+    ambiguous = property(lambda self: len(self.parts) > 1 and not self.divided,
+                         doc="Several backward calls without a division: full micro-batch losses or parts of one.")

@@ -101,10 +101,7 @@ class Series:
         self._last_step = self._steps[n - 1]
         self._folded = self._base + n
 
-    @property
-    def end(self) -> int:
-        """Absolute position just past the last complete point."""
-        return self._base + len(self._values)
+    end = property(lambda self: self._base + len(self._values), doc="Position just past the last complete point.")
 
     def read(self, start: int, stop: int | None = None) -> tuple[int, list[int], list[float], list[float]]:
         """``(end, steps, times_s, values)`` from ``start`` up to ``stop`` (``None``: all); ``end``: the next start."""
@@ -127,10 +124,7 @@ class Series:
                 del self._values[:k]
                 self._base += k
 
-    @property
-    def pending(self) -> int:
-        """Points held in memory."""
-        return len(self._values)
+    pending = property(lambda self: len(self._values), doc="Points held in memory.")
 
     def stats(self) -> SeriesStats:
         """Return the running statistics (folds in the points appended since the last call). Any thread."""
@@ -175,10 +169,7 @@ class StepSeries:
             self.set_tokens(value, step)
         self.times.append(t_s)
 
-    @property
-    def end(self) -> int:
-        """Absolute position just past the last complete point."""
-        return self._base + len(self.times)
+    end = property(lambda self: self._base + len(self.times), doc="Position just past the last complete point.")
 
     def read(self, start: int) -> tuple[int, list[int], list[float], list[float]]:
         """Return ``(end, steps, times_s, tokens)`` of the points from ``start`` on (any thread)."""
@@ -204,10 +195,7 @@ class StepSeries:
             self._base += k
             del self._runs[:max(0, bisect.bisect_right(self._runs, self._base, key=itemgetter(0)) - 1)]
 
-    @property
-    def pending(self) -> int:
-        """Points held in memory."""
-        return len(self.times)
+    pending = property(lambda self: len(self.times), doc="Points held in memory.")
 
     def stats(self) -> SeriesStats:
         """Running statistics of the tokens per step."""
