@@ -174,15 +174,10 @@ class Monitor:
     status = property(attrgetter("lifecycle.status"), doc="starting, running, then the end status.")
     run_dir = property(attrgetter("lifecycle.run_dir"), doc="The run folder, or None in memory.")
 
-    @property
-    def steps(self) -> int:
-        """Optimizer steps counted so far over every lane (docs/spec.md section 2, "Threads"). Any thread."""
-        return self.steps_state.steps + self.lanes.steps() if self.lanes else self.steps_state.steps
-
-    @property
-    def tokens(self) -> int:
-        """Tokens (or samples, see ``token_unit``) counted so far, summed over the lanes. Any thread (a read)."""
-        return self.steps_state.tokens + self.lanes.tokens() if self.lanes else self.steps_state.tokens
+    steps = property(lambda self: self.steps_state.steps + (self.lanes.steps() if self.lanes else 0),
+                     doc="Optimizer steps counted so far over every lane (docs/spec.md section 2, 'Threads').")
+    tokens = property(lambda self: self.steps_state.tokens + (self.lanes.tokens() if self.lanes else 0),
+                      doc="Tokens (or samples, see token_unit) counted so far, summed over the lanes.")
 
     step_series = property(attrgetter("steps_state.step_series"), doc="Tokens per step and the time of each step.")
 

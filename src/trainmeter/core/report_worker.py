@@ -124,10 +124,8 @@ class ReportWorker:
         """Whether the caller is the worker's thread (a job running). Any thread."""
         return self._thread is not None and threading.current_thread() is self._thread
 
-    @property
-    def accepting(self) -> bool:
-        """Whether a job submitted now would run later on the worker's thread. Any thread."""
-        return self.threaded and not self._closed and not self._stuck and os.getpid() == self._pid
+    accepting = property(lambda self: self.threaded and not (self._closed or self._stuck) and os.getpid() == self._pid,
+                         doc="Whether a job submitted now would run later on the worker's thread. Any thread.")
 
     @property
     def running(self) -> tuple[str, str] | None:
