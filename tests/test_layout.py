@@ -217,7 +217,8 @@ def _extension_classes() -> list[type]:
 def test_every_extension_class_conforms_to_the_protocol():
     import inspect
 
-    from trainmeter.core.extension import EVENTS, Extension, ExtensionBase
+    from tests.core.contract_events import EVENTS
+    from trainmeter.core.extension import Extension, ExtensionBase
 
     classes = _extension_classes()
     assert len(classes) >= 11

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainmeter.core.extension import EVENTS, Extension, ExtensionBase, RequirementError, order_extensions
+from tests.core.contract_events import EVENTS
+from trainmeter.core.extension import Extension, ExtensionBase, RequirementError, order_extensions
 
 
 def _ext(name: str, requires: tuple[str, ...] = (), precedes: tuple[str, ...] = ()) -> ExtensionBase:
@@ -62,7 +63,7 @@ def test_the_event_table_names_every_member_of_the_protocol_once():
 def test_the_contract_doc_shows_the_event_table_generated_from_the_protocol():
     from pathlib import Path
 
-    from trainmeter.core.extension import events_table
+    from tests.core.contract_events import events_table
 
     doc = (Path(__file__).parents[2] / "docs" / "contracts" / "EXTENSIONS.md").read_text(encoding="utf-8")
     shown = doc.split("<!-- events: generated -->\n", 1)[1].split("\n<!-- /events -->", 1)[0]

@@ -51,6 +51,6 @@ def test_a_text_line_that_cannot_be_printed_is_dropped_quietly_and_others_are_es
     m = _monitor(tmp_path, out=Broken())
     m.faults.say("a line")  # no exception
     out = io.StringIO()
-    m.faults.redirect(out)
+    m.faults.new_run(out)
     m.faults.say("bell\x07 here")
     assert out.getvalue() == "bell\\x07 here\n"

@@ -76,6 +76,6 @@ def test_the_views_cursor_holds_back_only_the_series_subscribed(run_root):
     m.report_now()  # the run log reads both
     assert m.series["other"].pending == 0 and m.series["kept"].pending == 100  # the view has not read it yet
     m.context.series_views.catch_up({"kept": 40})  # a report's ends: the rest waits for the next read
-    m.registry.trim(m.step_series)
+    m.registry.trim()
     assert m.series["kept"].pending == 60 and m.context.series_views.decimators["kept"].count == 40
     m.finish("completed")

@@ -100,7 +100,7 @@ def test_a_drain_that_runs_after_a_report_went_past_its_ends_writes_and_folds_no
         losses.append(_loss(m.steps))
         m.on_step(1024, loss_value=losses[-1])
     m.report_now()
-    m.registry._drain(queued, m.step_series)  # the late drain
+    m.registry._drain(queued)  # the late drain
     m.finish("completed")
     pub.close()
     records = [json.loads(line) for line in (m.run_dir / "events.jsonl").read_text().splitlines()]

@@ -26,7 +26,7 @@ def test_the_timing_hook_times_the_next_steady_step_only_and_every_step_goes_thr
     try:
         for step in range(25):
             if step == 20:  # steady by now: the next step takes the short path
-                m.time_next_step(lambda run_step: (run_step(), seen.append(m.steps)))
+                m.context.time_next_step(lambda run_step: (run_step(), seen.append(m.steps)))
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
     finally:

@@ -17,10 +17,7 @@ class MonotonicClock:
     """``time.perf_counter`` as a :class:`Clock`. Safe to call from any thread."""
 
     __slots__ = ()
-
-    def __call__(self) -> float:
-        """Return ``time.perf_counter()`` in seconds."""
-        return time.perf_counter()
+    __call__ = staticmethod(time.perf_counter)  # no Python frame of its own
 
 
 class FakeClock:

@@ -1,7 +1,4 @@
-"""The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md).
-
-It publishes exactly the contract's members (:data:`PUBLISHED`, checked by tests/test_layout.py).
-"""
+"""The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md)."""
 
 from __future__ import annotations
 
@@ -47,9 +44,7 @@ BOUND = (
     "record", "record_at", "add_reader",  # recording; a sink's series reader
     "carve", "enter_phase", "exit_phase",  # phases (training thread)
     "warn_once", "set_text", "controls", "extension",  # faults, the text line, controls, other wings' views
-    "next_step_hook_at", "at_step", "time_next_step",  # step hooks; the overhead wing's timing hook
-    "lane_records", "set_run_dir",  # the record sink's
-    "set_step_origin",  # a resumed run's points on its training's step axis (the lineage wing's)
+    "next_step_hook_at", "at_step", "lane_records", "set_run_dir",  # step hooks; the record sink's
 )
 # The parts' own methods a context hands out the same way, by the names the contract gives them.
 PARTS = {
@@ -60,12 +55,13 @@ PARTS = {
     "note_warning": "faults.note",  # a run warning without a Python warning (a merged launch's summary)
     "text_fields": "dispatch.text_fields",  # each wing's text-line fields, in order (the record sink's)
     "passport_sections": "dispatch.passport",  # each wing's section and derivations into a passport (at the end)
+    "time_next_step": "steps_state.time_next_step",  # the overhead wing's timing hook
+    "set_step_origin": "registry.set_origin",  # a resumed run's points on its training's step axis (the lineage's)
 }
 
 
 class RunContext:
-    """One run (the monitor, held privately) as its wings and sinks see it. Read-only; which thread may call what:
-    docs/contracts/EXTENSIONS.md, "The run context"."""
+    """One run as its wings and sinks see it, read-only (docs/contracts/EXTENSIONS.md, "The run context")."""
 
     __slots__ = ("_m", *BOUND, *PARTS)
 

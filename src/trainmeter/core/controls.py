@@ -1,7 +1,5 @@
-"""Requests to act on a live run (stop after this step, checkpoint now), honoured at the next optimizer step boundary.
-
-Any thread asks; the training thread acts right after a counted step, through a step-hook trampoline that costs
-nothing while no request is pending (docs/spec.md section 21).
+"""Requests to act on a live run (stop, checkpoint) from any thread, honoured at the next optimizer step boundary
+through a step-hook trampoline that costs nothing while none is pending (docs/spec.md section 21).
 """
 
 from __future__ import annotations
@@ -22,9 +20,8 @@ class StopTraining(BaseException):
     """Ends a hand loop after optimizer step ``step`` (the lane's own) because ``by`` asked a stop.
 
     A ``BaseException``, so a loop's ``except Exception:`` does not swallow it: ``tm.monitor()`` and ``%%trainmeter``
-    catch it and end the run ``stopped``; a training thread of yours that does not catch it ends quietly (threading's
-    excepthook is not called for it: host patch ``thread-stop``); catch it there to run code after that lane's loop
-    (docs/spec.md section 21).
+    end the run ``stopped``; a thread of yours it ends uncaught ends quietly (host patch ``thread-stop``; docs/spec.md
+    section 21).
     """
 
     def __init__(self, by: str, step: int) -> None:
@@ -36,9 +33,8 @@ class StopTraining(BaseException):
 @dataclass(frozen=True)
 class CheckpointRecord:
     """One checkpoint written during the run (passport.json ``checkpoints``, docs/spec.md): ``path`` relative to
-    the run folder when inside it, ``bytes`` on disk (``None``: unreadable), ``seconds`` of the save, ``source``
-    ``trainmeter`` or the framework's name; ``recovery``: the sentence marking the recovery point a non-finite
-    loss asked for (which step's weights it holds), else ``None``."""
+    the run folder when inside it, ``bytes`` (``None``: unreadable), ``source`` ``trainmeter`` or the framework's;
+    ``recovery``: the sentence marking the recovery point a non-finite loss asked for, else ``None``."""
 
     path: str
     step: int
@@ -57,9 +53,8 @@ class CheckpointRecord:
 
 @dataclass(frozen=True)
 class StopRecord:
-    """Who stopped the run, after which step (the sum over the lanes of the step each stopped at), through what
-    (``StopTraining`` or a framework's name), and the step counted when the stop was asked (``None``: asked on the
-    training thread, at the step itself)."""
+    """Who stopped the run, after which step (summed over the lanes), through what (``StopTraining`` or a
+    framework's name), and the step counted when asked (``None``: on the training thread, at the step itself)."""
 
     by: str
     step: int
@@ -68,8 +63,7 @@ class StopRecord:
 
 
 def raise_stop(by: str, step: int, quiet: bool) -> None:
-    """Raise :class:`StopTraining` in the calling thread; ``quiet``: the thread, ended by it uncaught, does not call
-    threading's excepthook for it (host patch ``thread-stop``, on that thread object only)."""
+    """Raise :class:`StopTraining`; ``quiet``: the thread it ends skips threading's excepthook (``thread-stop``)."""
     thread = threading.current_thread()
     invoke = getattr(thread, "_invoke_excepthook", None)
     if quiet and callable(invoke) and not getattr(invoke, "trainmeter_quiet", False):
@@ -100,8 +94,8 @@ def _sharded(model: Any) -> bool:
 
 
 class Controls:
-    """The run's pending requests and what was done with them (``monitor.controls``). ``request_*`` from any
-    thread, the rest on the training thread; the records are replaced, never mutated (any thread reads them)."""
+    """The run's pending requests and what was done with them. ``request_*``: any thread, the rest: the training
+    thread; the records are replaced, never mutated (any thread reads them)."""
 
     def __init__(self, monitor: Any) -> None:
         self._m = monitor
@@ -120,7 +114,6 @@ class Controls:
         self.saving = False  # True while checkpoint_now saves: the time wing leaves that save's record to this one
         self._framework: Any = None  # the FrameworkControl of the framework in its fit now (use_framework)
 
-    # -- any thread ------------------------------------------------------------------------
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
         m = self._m
@@ -160,8 +153,7 @@ class Controls:
         return StopRecord(by=by, step=step, via="StopTraining" if own is None else own.via, requested_at_step=asked_at)
 
     def request_checkpoint(self, by: str, *, finite: bool = False) -> bool:
-        """Ask the training thread to checkpoint after the next optimizer step (``finite``: as the recovery point,
-        see :meth:`checkpoint_now`); whether the run took it."""
+        """Checkpoint after the next optimizer step (``finite``: :meth:`checkpoint_now`'s); whether the run took it."""
         if not self.live():
             return False
         with self._lock:
@@ -171,8 +163,7 @@ class Controls:
         return True
 
     def request_call(self, key: str, fn: Callable[[], None]) -> bool:
-        """Run ``fn`` on the training thread right after the next counted step; whether the run took it. A fault
-        warns once under ``key``. Any thread."""
+        """Run ``fn`` on the training thread after the next step (a fault warned under ``key``); whether taken."""
         if not self.live():
             return False
         with self._lock:
@@ -190,14 +181,12 @@ class Controls:
         self._m.steps_state.set_hook(self._on_step, 0)  # the next counted step calls the trampoline
 
     def set_hook(self, fn: Callable[[], None] | None, at: int) -> None:
-        """The dispatcher's step hook ``fn`` from step ``at``: installed now, or given back after a pending
-        request. Training thread."""
+        """The dispatcher's step hook ``fn`` from step ``at`` (after a pending request's trampoline)."""
         with self._lock:
             self._hook = (fn, at if fn is not None else sys.maxsize)
             if not self._armed:
                 self._m.steps_state.set_hook(fn, at)
 
-    # -- the training thread ---------------------------------------------------------------
     def _on_step(self) -> None:
         """The trampoline: give the hook back, checkpoint, call the hook, then stop (may raise StopTraining)."""
         if _compiling():  # inside a compiled region: not a boundary we can act at; the next step will be
@@ -221,8 +210,7 @@ class Controls:
                 self.stop_now(*stop)
 
     def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
-        """Stop lane 1 after the step just counted (the framework's own stop, else raise :class:`StopTraining`);
-        every other lane after its next step."""
+        """Stop lane 1 now (the framework's stop, else :class:`StopTraining`), every other lane after its next step."""
         step = self._m.steps_state.steps  # lane 1's step (the run's while it trains alone)
         self._ask_lanes(by, requested_at_step)
         control = self._framework
@@ -242,14 +230,13 @@ class Controls:
         return self._stopped.step if self._stopped is not None else None
 
     def use_framework(self, control: Any) -> None:
-        """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path, name)``)
-        while a framework's fit runs; ``None``: through none. Training thread."""
+        """Stop and save through ``control`` (``name``, ``request_stop()``, ``save_checkpoint(dir, name)``) while a
+        framework's fit runs (``None``: none)."""
         self._framework = control
 
     def save_before_nonfinite(self, by: str) -> None:
-        """From now on, the first primary optimizer step whose loss read on the host is not finite is preceded by a
-        checkpoint of the weights it is about to change: ``by``'s recovery point (docs/spec.md section 21). A
-        global optimizer step pre-hook (the ``nan-checkpoint`` host patch) until the run's end. Training thread."""
+        """Checkpoint the weights before the first primary optimizer step whose loss is not finite: ``by``'s
+        recovery point (docs/spec.md section 21; host patch ``nan-checkpoint``)."""
         probes = self._m.probes
         if probes is not None:
             self._finite_by = by
@@ -272,10 +259,7 @@ class Controls:
 
     def checkpoint_now(self, by: str, *, finite: bool = False) -> CheckpointRecord | None:
         """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises.
-
-        ``finite``: the recovery point a non-finite loss asks for: the checkpoint saved before that step's
-        optimizer step, else the weights now where every tensor is finite, else refused saying no finite state
-        exists."""
+        ``finite``: the recovery point (the checkpoint saved before the non-finite step, else finite weights now)."""
         if finite and self._recovery is not None:
             return self._recovery
         return self._checkpoint(by, "after" if finite else None)
@@ -320,8 +304,7 @@ class Controls:
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
 
     def _save(self, step: int, model: Any) -> tuple[Path, str]:
-        """Save as ``<run>/checkpoints/step-<step>`` (plus the saver's suffix; never over an earlier checkpoint);
-        on failure what it left under that name is removed and a disk error is named (docs/spec.md section 21)."""
+        """Save as ``<run>/checkpoints/step-<step>`` (never over another); a failure's leftovers are removed."""
         m = self._m
         folder = Path(m.run_dir) / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
@@ -352,13 +335,12 @@ class Controls:
         optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
         return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
 
-    # -- the record ---------------------------------------------------------------------
     def end_status(self, default: str) -> str:
         """``stopped`` when a stop was honoured (a framework ended by its own loop), else ``default``."""
         return "stopped" if self.stopped is not None else default
 
     def passport_fields(self) -> dict[str, Any]:
-        """passport.json's ``stopped_by``/``stopped_at_step`` (when stopped), ``checkpoints`` and refusals."""
+        """passport.json's stop fields (when stopped), ``checkpoints`` and refusals."""
         out: dict[str, Any] = {}
         s = self.stopped
         if s is not None:

@@ -1,14 +1,15 @@
 """Bounded, decimated history of one series: min/max per bucket, doubling bucket width (docs/spec.md section 12).
 
 Buckets of ``width`` raw points keep their minimum, maximum and one gap point (NaN or inf); past the budget the width
-doubles and buckets merge pairwise. ``take_new`` gives each point once (docs/protocol.md section 2, "Series"). Not
-thread-safe: a live run's decimators are read and written under their view's lock (core/series_views.py).
+doubles and buckets merge pairwise. Not thread-safe: a live run's are used under their view's lock.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 DEFAULT_BUDGET_POINTS = 2000
 _NAN = math.nan
@@ -26,14 +27,6 @@ def _widen(b: Bucket, x_lo: float, y_lo: float, x_hi: float, y_hi: float) -> Non
         b[1], b[2] = x_lo, y_lo
     if y_hi > b[4]:
         b[3], b[4] = x_hi, y_hi
-
-
-def _add(b: Bucket, x: float, y: float) -> None:
-    b[0] += 1
-    if y - y == 0.0:  # finite
-        _widen(b, x, y, x, y)
-    elif b[5] is None:
-        b[5] = x
 
 
 def _combine(buckets: Sequence[Bucket]) -> Bucket:
@@ -57,20 +50,14 @@ def _points(b: Bucket) -> list[tuple[float, float]]:
         pts = [low]
     else:
         pts = [low, (b[3], b[4])] if b[1] <= b[3] else [(b[3], b[4]), low]
-    gap = b[5]
-    if gap is not None:
-        i = len(pts)
-        while i and pts[i - 1][0] > gap:
-            i -= 1
-        pts.insert(i, (gap, _NAN))
+    if b[5] is not None:
+        bisect.insort(pts, (b[5], _NAN), key=itemgetter(0))  # after the points at its x
     return pts
 
 
 class Decimator:
-    """Min/max decimation of series ``name`` (x ``"step"`` or ``"time"``) to at most ``budget_points`` (>= 8) points.
-
-    ``width``: raw points per bucket (a power of two); ``count``: raw points seen.
-    """
+    """Min/max decimation of series ``name`` to at most ``budget_points`` (>= 8) points; ``width``: raw points per
+    bucket (a power of two); ``count``: raw points seen."""
 
     __slots__ = ("name", "x_kind", "budget_points", "width", "count", "_closed", "_closed_points", "_open", "_taken",
                  "_last_x")
@@ -89,7 +76,6 @@ class Decimator:
         self._taken = 0
         self._last_x = -math.inf  # x of the last point taken (take_new sends only what lies past it)
 
-    # -- writing -----------------------------------------------------------------------
     def extend(self, xs: Sequence[float], ys: Sequence[float]) -> None:
         """Add a chunk of points (x non-decreasing)."""
         if len(xs) != len(ys):
@@ -114,8 +100,13 @@ class Decimator:
             _widen(b, float(xs[i + vals.index(lo)]), lo, float(xs[i + vals.index(hi)]), hi)
             b[0] += k
         else:  # point by point
+            b[0] += k
             for j in range(k):
-                _add(b, float(xs[i + j]), vals[j])
+                x, y = float(xs[i + j]), vals[j]
+                if y - y == 0.0:  # finite
+                    _widen(b, x, y, x, y)
+                elif b[5] is None:
+                    b[5] = x
 
     def _close(self) -> None:
         b = self._open
@@ -127,13 +118,11 @@ class Decimator:
             self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
     def coarsen(self, width: float) -> None:
-        """Double the width until it is at least ``width`` raw points (the live stream's cap on points per second,
-        widget/feed.py)."""
+        """Double the width until it is at least ``width`` raw points (widget/feed.py)."""
         self._double_while(lambda: self.width < width)
 
     def _double_while(self, more: Callable[[], bool]) -> None:
-        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket; a
-        merged bucket counts as taken when both halves were)."""
+        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open one)."""
         taken = self._taken
         while more():
             closed = self._closed
@@ -151,22 +140,20 @@ class Decimator:
                 self._open = None
         self._taken = taken
 
-    # -- reading -----------------------------------------------------------------------
     @property
     def points(self) -> int:
         """Points :meth:`columns` would return with the open bucket."""
         return self._closed_points + (len(_points(self._open)) if self._open is not None else 0)
 
     def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
-        """The decimated history as ``(xs, ys)`` (gaps: NaN ys), with the open bucket's points when ``include_open``,
-        coarsened further (merging 2, 4, ... buckets) to at most ``max_points`` when given."""
+        """The decimated history as ``(xs, ys)`` (gaps: NaN ys), coarsened further to at most ``max_points``."""
         buckets = list(self._closed)
         if include_open and self._open is not None:
             buckets.append(self._open)
         return _columns(buckets, max_points)
 
     def take_new(self) -> tuple[list[float], list[float]]:
-        """Return the points of closed buckets not taken yet that lie past the last point taken; mark them taken."""
+        """The closed buckets' points not taken yet (past the last one taken); they are taken now."""
         new = self._closed[self._taken:]
         self._taken = len(self._closed)
         xs, ys = _columns(new, None)
@@ -183,22 +170,15 @@ class Decimator:
         self._taken = len(self._closed)
         self._last_x = next((pts[-1][0] for b in reversed(self._closed) if (pts := _points(b))), self._last_x)
 
-    @property
-    def pending(self) -> int:
-        """Closed buckets not taken yet."""
-        return len(self._closed) - self._taken
+    pending = property(lambda self: len(self._closed) - self._taken, doc="Closed buckets not taken yet.")
 
 
 def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float], list[float]]:
-    if max_points is not None:
-        factor = 1
-        total = sum(len(_points(b)) for b in buckets)
-        while total > max_points and factor < len(buckets):
-            factor *= 2
-            total = sum(len(_points(_combine(buckets[j:j + factor]))) for j in range(0, len(buckets), factor))
-        if factor > 1:
-            buckets = [_combine(buckets[j:j + factor]) for j in range(0, len(buckets), factor)]
-    pts = [p for b in buckets for p in _points(b)]
+    merged, factor = buckets, 1  # merged: the buckets taken ``factor`` at a time
+    while max_points is not None and sum(len(_points(b)) for b in merged) > max_points and factor < len(buckets):
+        factor *= 2
+        merged = [_combine(buckets[j:j + factor]) for j in range(0, len(buckets), factor)]
+    pts = [p for b in merged for p in _points(b)]
     return [x for x, _ in pts], [y for _, y in pts]
 
 

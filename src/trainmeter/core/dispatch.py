@@ -1,9 +1,8 @@
 """The one place the core calls its extensions: each event over them in order, with one error policy.
 
 An event that raises warns once and is not called again (docs/contracts/EXTENSIONS.md); KeyboardInterrupt goes on.
-A wing whose event holds a thread not of ours (the training thread) past ``HOOK_BOUND_S`` of the run's clock is
-disabled, named in a warning; a wing the run's end gave up on is disabled too (docs/spec.md section 20, "The end's
-bound").
+A wing whose event holds the training thread past ``HOOK_BOUND_S``, or that the run's end gave up on, is disabled
+(docs/spec.md section 20, "The end's bound").
 """
 
 from __future__ import annotations
@@ -35,15 +34,15 @@ def _defines(ext: Any, event: str) -> bool:
 
 
 class Dispatcher:
-    """The run's extensions in their order (:func:`~trainmeter.core.extension.order_extensions` over ``known``),
-    and the events sent to them. The widget's read-only events and ``view``: any thread; the rest: training thread."""
+    """The run's extensions in their order, and the events sent to them. The widget's read-only events and ``view``:
+    any thread; the rest: training thread."""
 
     def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
-                 known: Collection[str] | None = None, clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         given = list(extensions)
         self.order_error: str | None = None
         try:
-            ordered = order_extensions(given, known)
+            ordered = order_extensions(given)
         except RequirementError as exc:  # at run time: degrade to the given order, said once at start
             ordered, self.order_error = given, f"{exc}: the extensions run in the order given"
         self.extensions: tuple[Any, ...] = tuple(ordered)
@@ -113,8 +112,7 @@ class Dispatcher:
         return self._calls.get(thread.ident) if thread is not None and thread.ident is not None else None
 
     def give_up(self, name: str, thread: threading.Thread | None) -> None:
-        """The run's end gave up on the extension ``name``'s call in ``thread``: it is called no more, and that call
-        raises :class:`Abandoned` in ``thread`` as it returns."""
+        """Call ``name`` no more; its call under way in ``thread`` raises :class:`Abandoned` as it returns."""
         self._abandoned = thread
         self.disable(name)
 
@@ -124,7 +122,6 @@ class Dispatcher:
             if getattr(ext, "name", None) == name:
                 self._off.update((id(ext), e) for e in _EVENTS if e not in but)
                 self.unwatch_training(ext)
-                self._phase_watchers = tuple(e for e in self._phase_watchers if e is not ext)
                 self._arm_steps()
 
     def each(self, event: str, *args: Any) -> list[tuple[Any, Any]]:
@@ -162,8 +159,7 @@ class Dispatcher:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, monitor: Any) -> None:
-        """``start(context)`` on each extension in order (``monitor.context``: the wings never get the monitor);
-        then the step schedule is armed."""
+        """``start(monitor.context)`` on each extension in order; then the step schedule is armed."""
         self._monitor = monitor
         if self.order_error:
             self._say("extension-order", self.order_error)
@@ -213,14 +209,13 @@ class Dispatcher:
             passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
 
     def after_fork_in_child(self, monitor: Any, torn: str | None = None) -> None:
-        """``after_fork_in_child(monitor.context)`` on each extension; the wings the worker job ``torn`` at the fork
-        may have left half-updated are left out unless they define it (docs/spec.md section 19)."""
+        """``after_fork_in_child(monitor.context)`` on each extension; a wing the worker job ``torn`` at the fork may
+        have left half-updated is left out unless it defines it (docs/spec.md section 19)."""
         self._monitor = monitor
-        left: list[str] = []
-        if torn is not None:
-            left = sorted(getattr(e, "name", "?") for e in self.extensions if not _defines(e, "after_fork_in_child")
-                          and (getattr(e, "report_on_worker", False) if torn == REPORT_JOB
-                               else getattr(e, "name", None) == torn))
+        left = sorted(getattr(e, "name", "?") for e in self.extensions if torn is not None
+                      and not _defines(e, "after_fork_in_child")
+                      and (getattr(e, "report_on_worker", False) if torn == REPORT_JOB
+                           else getattr(e, "name", None) == torn))
         if left:
             self.drop(left)
             self._say("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under way on "
@@ -235,8 +230,7 @@ class Dispatcher:
             self._call(ext, "on_phase", name, edge, t_s)
 
     def watch_training(self, ext: Any) -> None:
-        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the training activity the probes see, until
-        :meth:`unwatch_training`."""
+        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the training activity the probes see."""
         if ext not in self._watching:
             self._watching.append(ext)
         self._set_probe_slot()
@@ -260,8 +254,7 @@ class Dispatcher:
 
     # -- steps (the hot path) --------------------------------------------------------------
     def _arm_steps(self) -> None:
-        """Hand the monitor the step callable: one extension's own ``on_step`` (no frame of ours), or the
-        fan-out over several, or none."""
+        """Hand the monitor one extension's own ``on_step`` (no frame of ours), the fan-out over several, or none."""
         self._steppers = tuple(e for e in self._started if callable(self._handler(e, "on_step")))
         monitor = self._monitor
         if monitor is None:
@@ -277,8 +270,7 @@ class Dispatcher:
         return min((self._next_step.get(id(e), 0) for e in self._steppers), default=sys.maxsize)
 
     def schedule(self, ext: Any, step: int) -> int:
-        """``ext``'s ``on_step`` runs next at the first counted step ``>= step``; returns the first step any
-        armed extension wants (``sys.maxsize``: none)."""
+        """``ext``'s ``on_step`` runs next at step ``>= step``; the first step any wants (``sys.maxsize``: none)."""
         if ext is not None:
             self._next_step[id(ext)] = step
         return self._first_step()

@@ -26,7 +26,7 @@ STOP_WAIT_S = 0.5
 
 class Emitter:
     """The run's emitted values: the recording thread's, the cross-thread queue and its folding thread; ``report``
-    is called when a value recorded on the recording thread finds the next report due. :meth:`record`: any thread."""
+    when a value finds the next report due. :meth:`record`: any thread."""
 
     def __init__(self, registry: SeriesRegistry, steps: StepRecorder, warn_once: Callable[[str, str], None],
                  report: Callable[[], None]) -> None:
@@ -53,10 +53,8 @@ class Emitter:
         self.dropped = 0
         self.ignored = 0  # values left out as bad (an unreadable value, a refused name): passport emits_ignored
 
-    # -- the recording thread ----------------------------------------------------------------------------------
     def record(self, values: dict[str, Any], step: int | None = None) -> None:
-        """Record named scalars at ``step`` (default: the current step); each bad value is left out with one
-        warning. Any thread; never raises."""
+        """Record named scalars at ``step`` (default: now); a bad value is left out, warned. Never raises."""
         if threading.get_ident() != self.owner_ident:
             self._enqueue(values, step)
             return
@@ -102,14 +100,11 @@ class Emitter:
         return name
 
     def checked(self, name: Any, value: Any, key: Any, reader: ScalarReader | None = None) -> float | None:
-        """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault; a flood of bad
-        values costs a count each, the warning formatted once: docs/spec.md section 18)."""
-        if name in self._refused:
+        """``value`` as a float to record under ``name``, or ``None`` (warned once per name; docs/spec.md §18)."""
+        refused = name in self._refused
+        if refused or not self._registry.admit(name):  # refused by name: every later value of it too
             self.ignored += 1
-            return None
-        if not self._registry.admit(name):  # refused by name: every later value of it too
-            self.ignored += 1
-            if len(self._refused) < MAX_REFUSED_NAMES and type(name) is str:
+            if not refused and len(self._refused) < MAX_REFUSED_NAMES and type(name) is str:
                 self._refused.add(name)
             return None
         if type(value) is float:
@@ -132,7 +127,6 @@ class Emitter:
             self._bad_said.add(name)
             self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(why)}")
 
-    # -- other threads -----------------------------------------------------------------------------------------
     def _enqueue(self, values: dict[str, Any], step: int | None) -> None:
         """Queue values emitted off the recording thread (the emitting thread; O(1), bounded, never raises)."""
         queued = self._queued
@@ -161,8 +155,7 @@ class Emitter:
                 return
 
     def _fold(self, limit: int | None) -> int:
-        """Record up to ``limit`` queued values (all with ``None``), stamped now; how many were taken (the folding
-        thread, or the finishing thread once it has stopped)."""
+        """Record up to ``limit`` queued values (``None``: all), stamped now; how many were taken."""
         steps = self._steps
         t_s = steps.now() - steps.t0_s
         registry = self._registry
@@ -197,8 +190,6 @@ class Emitter:
     def drain_owner(self, limit: int | None = OWNER_DRAIN) -> None:
         """Record values of series the recording thread writes (that thread's report, or the final one)."""
         pending = self._to_owner
-        if not pending:
-            return
         steps = self._steps
         t_s = steps.now() - steps.t0_s
         for _ in range(len(pending) if limit is None else min(limit, len(pending))):

@@ -19,13 +19,11 @@ class MonitorWarning(UserWarning):
 
 
 class Faults:
-    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said to
-    ``out`` (``sys.stdout`` when ``None``). Any thread."""
+    """One run's warnings, each key once, kept for the passport, and its text lines (to ``out``). Any thread."""
 
     def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out
         self._lock = threading.Lock()
-        self.forget()
+        self.new_run(out)
 
     def say(self, line: str) -> None:
         """Print one text line (one write with its newline: a steady report's line comes from the report worker)."""
@@ -39,8 +37,7 @@ class Faults:
             self.say(line)
 
     def warn_once(self, key: str, message: str) -> None:
-        """Warn once per ``key`` for this run; the message (escaped) is kept for the passport, past ``MAX_WARNINGS``
-        only counted. Any thread."""
+        """Warn once per ``key``; the message is kept for the passport (past ``MAX_WARNINGS``: counted)."""
         with self._lock:
             if key in self._warned:
                 return
@@ -66,12 +63,9 @@ class Faults:
             self.warn_once(key, f"{key} failed and was disabled: {exc!r}")
             return None
 
-    def redirect(self, out: TextIO | None) -> None:
-        """Say text lines to ``out`` from now on (a forked child's: nowhere)."""
+    def new_run(self, out: TextIO | None) -> None:
+        """Start afresh, text lines said to ``out`` (construction; a forked child's own run: nowhere)."""
         self.out = out
-
-    def forget(self) -> None:
-        """Start afresh (construction; a forked child's own run)."""
         self._warned: set[str] = set()
         self._said: set[str] = set()
         self.warnings: list[str] = []

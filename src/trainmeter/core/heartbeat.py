@@ -1,9 +1,7 @@
 """The heartbeat: a small run-log record and a bounded text line while a step runs long (docs/spec.md section 18).
 
-A thread of ours reads two counters once a tick while a report is due or overdue (no lock the training thread
-holds, no call into the user's code, the hot path untouched) and sleeps until the next report is due before that;
-what it writes and when: docs/spec.md section 18 (the "a step that runs long" row) and section 6 (``heartbeat``).
-Tests drive :meth:`Heartbeat.beat` with a ``FakeClock`` instead of the thread.
+A thread of ours reads two counters once a tick while a report is overdue (no lock, no user code, the hot path
+untouched); what it writes and when: docs/spec.md sections 18 and 6 (``heartbeat``).
 """
 
 from __future__ import annotations
@@ -20,9 +18,8 @@ STOP_DEADLINE_S = 0.5
 
 
 class Heartbeat:
-    """Notes the step counter of ``monitor`` once a tick (``tick_s``, real time); writes a heartbeat when no report
-    came for ``interval_s`` (at most one per interval) and ``say``s a text line at most every ``text_every_s``.
-    :meth:`beat` runs on the heartbeat thread (or a test's); it only reads the run."""
+    """Notes ``monitor``'s step counter once a tick; writes a heartbeat when no report came for ``interval_s`` and
+    ``say``s a text line at most every ``text_every_s``. :meth:`beat` only reads the run."""
 
     def __init__(self, monitor: Any, interval_s: float, say: Callable[[str], None], *, tick_s: float = TICK_S,
                  text_every_s: float = TEXT_EVERY_S) -> None:
@@ -65,8 +62,7 @@ class Heartbeat:
                 wait_s = self.tick_s
 
     def wait_s(self, now_s: float) -> float:
-        """Seconds to the next look after one at ``now_s``: a tick once the next report is due (a step running
-        long is seen within a tick), else until it is due, at most an interval."""
+        """Seconds to the next look: a tick once the next report is due, else until it is due (at most an interval)."""
         return max(self.tick_s, min(self._m.steps_state.next_report_s - now_s, self.interval_s))
 
     def beat(self, now_s: float) -> dict[str, Any] | None:

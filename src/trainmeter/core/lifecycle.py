@@ -18,8 +18,7 @@ END_WAIT_S = 60.0  # every wait at a run's end, in all (docs/spec.md section 20,
 
 
 def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
-    """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record
-    (docs/spec.md, passport ``status``)."""
+    """The passport's ``status`` of a body that ended with ``exc`` (``None``: returned), and the error to record."""
     if exc is None:
         return "completed", None
     if isinstance(exc, SystemExit):
@@ -73,9 +72,8 @@ class Lifecycle:
         self.run_dir = path
 
     def start(self) -> None:
-        """Make the run folder, open the log, install probes, start the clocks; Ctrl-C held back meanwhile (a
-        Ctrl-C or error during start finishes the run and is re-raised). ``RuntimeError`` while another run is
-        monitored in this process."""
+        """Make the run folder, open the log, install probes, start the clocks, Ctrl-C held back (one, or an error,
+        finishes the run and is re-raised). ``RuntimeError`` while another run is monitored in this process."""
         from trainmeter.core import monitor as slot
 
         run = self._run
@@ -120,8 +118,8 @@ class Lifecycle:
         self._start_probes()
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
         run.steps_state.restart_clock(run.phases.begin())
-        run.registry.watch(run.at_step, lambda: run.steps, lambda job: run.worker.submit("series-drain", job),
-                           run.steps_state.step_series)  # bounded points between reports (docs/spec.md section 18)
+        # bounded points between reports (docs/spec.md section 18)
+        run.registry.watch(run.at_step, lambda: run.steps, lambda job: run.worker.submit("series-drain", job))
         self.status = "running"
         run.phases.resume_train()
         if record is not None or run.text:
@@ -143,8 +141,7 @@ class Lifecycle:
             self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run: final report, remove probes, write the passport (each part once, Ctrl-C held back, then
-        raised as KeyboardInterrupt)."""
+        """End the run, each part once, Ctrl-C held back (then raised as KeyboardInterrupt)."""
         raised = False
         held: HeldInterrupts | None = None
         for _ in range(3):  # a Ctrl-C before the handler was in place: finish again (parts run once)
@@ -222,8 +219,8 @@ class Lifecycle:
         return interrupted
 
     def _passport_on_worker(self) -> None:
-        """Write the passport on the report worker while this thread waits (docs/spec.md section 20, "Finish");
-        a job the worker never took is written here. A failure is raised here."""
+        """Write the passport on the report worker while this thread waits, or here when it did not take it
+        (docs/spec.md section 20, "Finish"). A failure is raised here."""
         run = self._run
         if self.finish_imports is not None:
             run.guard("finish-imports", self.finish_imports)
@@ -251,9 +248,8 @@ class Lifecycle:
         return self.end_wait_s if began is None else max(0.0, began + self.end_wait_s - self._run.clock())
 
     def _wait_for_worker(self, part: str) -> bool:
-        """Drain the report worker within what is left of the end's bound; past it, give up on the wing whose call
-        or job it runs: named in one warning and the passport, disabled, its thread left to end when that returns,
-        writing nothing (docs/spec.md section 20, "The end's bound"). Returns whether the worker drained."""
+        """Drain the report worker within the end's bound; past it, give up on the wing it runs: warned, in the
+        passport, disabled (docs/spec.md section 20, "The end's bound"). Returns whether the worker drained."""
         run = self._run
         worker = run.reporter.worker
         if worker.drain(self.end_left_s()):

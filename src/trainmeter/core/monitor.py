@@ -40,8 +40,7 @@ fresh_in_child(globals(), "_ACTIVE_LOCK")  # a forked child makes its own (core/
 
 def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str], first_report_s: float
                     ) -> Monitor | None:
-    """In a forked child, make the inherited active run the child's own; the run, or ``None`` (none, or the move
-    failed: then no run is active). The child's forking thread; never raises."""
+    """In a forked child, make the inherited active run its own; the run, or ``None`` (then none is active)."""
     global _ACTIVE
     run = _ACTIVE
     if run is None:
@@ -55,8 +54,7 @@ def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str]
 
 
 def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
-    """Write the passport of the last run whose passport could not be written; its folder, or ``None`` (none
-    waiting, or the disk still refuses). Any thread; never raises."""
+    """Write the passport the last run could not write; its folder, or ``None``. Never raises."""
     global _UNSAVED
     run = _UNSAVED
     if run is None or not run.lifecycle.retry_passport():
@@ -108,7 +106,7 @@ class Monitor:
         # hot path: read time.perf_counter directly (no Python frame) when the clock is the real one
         now = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
         max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
-        self.registry = SeriesRegistry(self.faults.warn_once, max_series)
+        self.registry = SeriesRegistry(self.faults.warn_once, max_series, lambda: self.steps_state.step_series)
         report = self.reporter.maybe_report
         # the probes' wrappers close over the step rule: it is made once and started afresh in place
         self.steps_state = StepRecorder(now, options.interval_s, series=self.registry.get, report=report,
@@ -120,10 +118,10 @@ class Monitor:
         self.guard = self.faults.guard  # call fn; on a fault warn once and return None
         self.record = self.emitter.record  # named scalars at a step (tm.emit, taps). Any thread
         self.add_reader = self.registry.add_reader  # a series reader's cursor map
+        self.locks = self.registry.locks  # the run's own locks, held around a fork (docs/spec.md section 19)
         self.maybe_report = self.reporter.maybe_report  # at a step or emit boundary. Training thread
         self.extension = self.dispatch.view  # the view the wing `name` publishes, or None. Any thread
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
-        self.time_next_step = self.steps_state.time_next_step  # the overhead wing's timing hook
         self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
         # print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)
         self.set_text = functools.partial(setattr, self, "text")
@@ -140,9 +138,8 @@ class Monitor:
         self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
 
     def rehome_in_child(self, record: RecordSink, drop: Collection[str], first_report_s: float) -> None:
-        """Make the run inherited by a forked child this child's own (docs/spec.md section 19): ``record`` its
-        record, the wings ``drop`` left out, every part's state fresh, the first report within ``first_report_s``.
-        The child's forking thread."""
+        """Make the run inherited by a forked child its own (docs/spec.md section 19): ``record`` its record, the
+        wings ``drop`` left out, every part fresh, the first report within ``first_report_s``."""
         worker = self.open_worker
         torn = worker.reset_in_child() if worker is not None else None
         with suppress(Exception):  # the parent's events.jsonl: closed, unwritten; the child runs on without it anyway
@@ -150,8 +147,7 @@ class Monitor:
         self.dispatch.drop(drop)
         self.record_sink = record
         self.text = False
-        self.faults.redirect(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
-        self.faults.forget()
+        self.faults.new_run(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
         training = self.phases.training
         self.registry.new_run()  # every part's run state afresh, as at construction
         self.steps_state.new_run(0.0)
@@ -169,29 +165,19 @@ class Monitor:
             self.probes.reset_discovery()
         self.dispatch.after_fork_in_child(self, torn=torn)
 
-    # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> Monitor:
-        """Start the run (see :meth:`Lifecycle.start <trainmeter.core.lifecycle.Lifecycle.start>`)."""
+        """Start the run (:meth:`Lifecycle.start <trainmeter.core.lifecycle.Lifecycle.start>`)."""
         self.lifecycle.start()
         return self
 
-    # -- faults ----------------------------------------------------------------------------------------------
     warnings = property(attrgetter("faults.warnings"), doc="The run's warnings so far (at most MAX_WARNINGS).")
-
-    # -- status (the lifecycle's) ----------------------------------------------------------------------------
     status = property(attrgetter("lifecycle.status"), doc="starting, running, then the end status.")
     run_dir = property(attrgetter("lifecycle.run_dir"), doc="The run folder, or None in memory.")
 
-    # -- counts (the step rule's and the lanes') ---------------------------------------------------------------
-    @property
-    def steps(self) -> int:
-        """Optimizer steps counted so far over every lane (docs/spec.md section 2, "Threads"). Any thread."""
-        return self.steps_state.steps + self.lanes.steps() if self.lanes else self.steps_state.steps
-
-    @property
-    def tokens(self) -> int:
-        """Tokens (or samples, see ``token_unit``) counted so far, summed over the lanes. Any thread (a read)."""
-        return self.steps_state.tokens + self.lanes.tokens() if self.lanes else self.steps_state.tokens
+    steps = property(lambda self: self.steps_state.steps + (self.lanes.steps() if self.lanes else 0),
+                     doc="Optimizer steps counted so far over every lane (docs/spec.md section 2, 'Threads').")
+    tokens = property(lambda self: self.steps_state.tokens + (self.lanes.tokens() if self.lanes else 0),
+                      doc="Tokens (or samples, see token_unit) counted so far, summed over the lanes.")
 
     step_series = property(attrgetter("steps_state.step_series"), doc="Tokens per step and the time of each step.")
 
@@ -201,7 +187,6 @@ class Monitor:
         return self.lanes.records(self.token_unit, probes.lane_one if probes is not None else None,
                                   self.controls.lane1_stop_step())
 
-    # -- series ----------------------------------------------------------------------------------------------
     series = property(attrgetter("registry.series"), doc="The run's series by name (a dict that never changes size).")
     series_info = property(attrgetter("registry.info"), doc="Series name -> its source and provenance.")
     series_dropped = property(attrgetter("registry.dropped"), doc="New names past max_series.")
@@ -209,32 +194,20 @@ class Monitor:
     queue_dropped = property(attrgetter("emitter.dropped"), doc="Emits from other threads dropped.")
     emits_ignored = property(attrgetter("emitter.ignored"), doc="Emitted values left out as bad (counted).")
 
-    def locks(self) -> list[Any]:
-        """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
-        return self.registry.locks(self.step_series)
-
-    def set_step_origin(self, steps: int) -> None:
-        """Record and draw every point ``steps`` further along the step axis: a resumed run's points at steps of
-        its training (docs/spec.md section 22; set before the first step). Any thread."""
-        self.registry.set_origin(steps, self.step_series)
-
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
-        """Record one point of a series owned by a background sampler (one writing thread per name;
-        ``t_s``: seconds since the run began)."""
+        """Record one point of a background sampler's series (``t_s``: seconds since the run began)."""
         self.registry.get(name, x_kind).append(self.steps_state.steps, t_s, float(value))
 
     scalar_reader = property(attrgetter("steps_state.scalars"), doc="The reader of 0-d values (the probes' losses).")
 
-    # -- sources ---------------------------------------------------------------------------------------------
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
         """One optimizer step of lane 1 (the step rule: :meth:`StepRecorder.step`). Training thread."""
         self.steps_state.count(tokens, loss, loss_value)
 
     @property
     def token_unit(self) -> str | None:
-        """What the counted batches hold: ``tokens`` (token ids were read) or ``samples``; ``None`` while no batch was
-        read, the count then unknown, never 0 (docs/spec.md section 2): lane 1's, else another lane's; a count from
-        a source naming no unit is tokens. Any thread (a read)."""
+        """What the counted batches hold: ``tokens`` or ``samples`` (lane 1's, else another lane's); ``None`` while
+        no batch was read (the count unknown, never 0: docs/spec.md section 2)."""
         unit = self._token_unit
         if unit is not None or not self.tokens:
             return unit
@@ -255,7 +228,6 @@ class Monitor:
 
     probes = property(attrgetter("lifecycle.probes"), doc="The torch probes (core/probes.py), or None (no torch).")
 
-    # -- reports ---------------------------------------------------------------------------------------------
     reports = property(attrgetter("reporter.count"), doc="Reports made so far.")
     interval = property(attrgetter("reporter.interval"), doc="The last report's IntervalSummary.")
     session = property(attrgetter("reporter.session"), doc="The last report's SessionSummary.")
@@ -264,12 +236,10 @@ class Monitor:
     worker = property(attrgetter("reporter.worker"), doc="The run's report worker (docs/spec.md section 20).")
     open_worker = property(attrgetter("reporter.opened_worker"), doc="The report worker if one was made (forks).")
 
-    # -- extensions ------------------------------------------------------------------------------------------
     extensions = property(attrgetter("dispatch.extensions"), doc="The run's extensions in their computed order.")
 
     def set_step_hook(self, fn: Callable[[], None] | None, *, many: bool = False, at: int = 0) -> None:
-        """Call ``fn`` (one wing's ``on_step``, or with ``many`` the dispatcher's fan-out) after each counted step
-        from step ``at`` (``None``: no call). Training thread."""
+        """Call ``fn`` (a wing's ``on_step``, or ``many``: the dispatcher's fan-out) after each step from ``at``."""
         self._step_many = many
         self.controls.set_hook(fn, at)  # while a control request is pending, its trampoline calls fn after it
 
@@ -281,7 +251,6 @@ class Monitor:
             step = self.dispatch.schedule(extension, step)
         self.steps_state.hook_next_at(step)
 
-    # -- phases ----------------------------------------------------------------------------------------------
     def elapsed_s(self) -> float:
         """Seconds since the session began (0 before). Any thread."""
         return self.phases.session_elapsed_s(self.clock())

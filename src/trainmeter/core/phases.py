@@ -14,8 +14,7 @@ PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.
 
 
 class PhaseClock:
-    """Cumulative seconds per phase, plus the training seconds of the current window (``synchronize``: called at
-    each phase transition)."""
+    """Seconds per phase and the current window's training seconds (``synchronize``: at each transition)."""
 
     def __init__(self, clock: Clock, synchronize: Callable[[], None] | None = None) -> None:
         self._clock = clock
@@ -25,10 +24,7 @@ class PhaseClock:
         self.session_start_s: float | None = None
         self._train_started_s: float | None = None
 
-    @property
-    def training(self) -> bool:
-        """Whether a training segment is open."""
-        return self._train_started_s is not None
+    training = property(lambda self: self._train_started_s is not None, doc="Whether a training segment is open.")
 
     def begin(self) -> float:
         """Start the session; returns its start time in seconds."""
@@ -84,9 +80,8 @@ class PhaseClock:
 
     def session_elapsed_s(self, now_s: float) -> float:
         """Seconds since :meth:`begin` at ``now_s`` (0 before it)."""
-        if self.session_start_s is None:
-            return 0.0
-        return max(0.0, now_s - self.session_start_s)
+        start_s = self.session_start_s
+        return 0.0 if start_s is None else max(0.0, now_s - start_s)
 
 
 def cuda_synchronize() -> Callable[[], None]:

@@ -1,6 +1,5 @@
-"""Provenance: where a number came from, how a derived number was computed, and the one rule that combines them.
-
-A derived number is as good as its weakest input (docs/spec.md, "Provenance"). Pure; any thread."""
+"""Provenance: where a number came from, how a derived number was computed; a derived number is as good as its
+weakest input (docs/spec.md, "Provenance"). Pure; any thread."""
 
 from __future__ import annotations
 

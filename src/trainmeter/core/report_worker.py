@@ -1,13 +1,9 @@
-"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread
-(docs/spec.md section 20, "Reports and the report worker": jobs in submission order, folds while it has no job,
-bounded waits, the stuck worker, faults, the drain at the end; section 19: around a fork).
+"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread, in
+submission order (docs/spec.md section 20, "Reports and the report worker"; section 19: around a fork).
 
-At most ``MAX_JOBS`` jobs wait (a submit past that waits up to ``STUCK_AFTER_S``). A job that raises disables its
-owner's later jobs (reported once through ``on_fault``); a job that submits a job runs it at once.
-``threaded=False`` (a fake clock: tests) runs each job at once in the submitter's thread.
-
-Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
-(started at the first job, again after a fork) one at a time.
+At most ``MAX_JOBS`` jobs wait (then a submit waits up to ``STUCK_AFTER_S``); a job that raises disables its owner's
+later jobs; ``threaded=False`` (a fake clock) runs each job at once. :meth:`submit`, :meth:`drain`, :meth:`close`:
+any thread; jobs run on the worker thread one at a time.
 """
 
 from __future__ import annotations
@@ -34,15 +30,13 @@ OnFault = Callable[[str, BaseException], None]
 
 
 def fold_every_s(interval_s: float) -> float:
-    """The fold period of a run reporting every ``interval_s``: a quarter of it, within ``FOLD_EVERY_S`` ..
-    ``MAX_FOLD_EVERY_S`` (what a final report folds itself: at most that much of the run's points)."""
+    """The fold period of a run reporting every ``interval_s``: a quarter of it, within the two bounds."""
     return min(MAX_FOLD_EVERY_S, max(FOLD_EVERY_S, interval_s / 4))
 
 
 class ReportWorker:
-    """Runs submitted jobs in order on one daemon thread (see the module docstring); ``on_fault(owner, exc)`` when
-    a job raises or ``("report-worker", exc)`` when the worker is stuck (its own errors swallowed);
-    ``report_interval_s`` sets the fold period (:func:`fold_every_s`; ``None``: ``FOLD_EVERY_S``)."""
+    """Runs submitted jobs in order on one daemon thread; ``on_fault(owner, exc)`` when a job raises or
+    ``("report-worker", exc)`` when it is stuck; ``report_interval_s`` sets the fold period (:func:`fold_every_s`)."""
 
     def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS,
                  report_interval_s: float | None = None) -> None:
@@ -68,15 +62,13 @@ class ReportWorker:
         self._folds: list[tuple[str, Job]] = []
 
     def every(self, owner: str, fold: Job) -> None:
-        """Run ``fold`` (of wing ``owner``) every ``fold_every_s`` while the worker is idle, once its thread runs
-        (the first job or :meth:`wake`; nothing when unthreaded). A fold must be safe beside the training thread: it
+        """Run ``fold`` (of wing ``owner``) while the worker idles, once its thread runs (never unthreaded); a fold
         reads what is final and publishes by replacing a reference."""
         if self.threaded:
             self._folds.append((owner, fold))
 
     def submit(self, owner: str, job: Job) -> None:
-        """Queue ``job`` (of wing ``owner``) after every job submitted before it; returns at once unless
-        ``MAX_JOBS`` already wait."""
+        """Queue ``job`` (of wing ``owner``); returns at once unless ``MAX_JOBS`` already wait."""
         if os.getpid() != self._pid:  # a forked child: the parent's thread and jobs are not here
             self._reset()
         if owner in self.disabled or self._stuck:
@@ -99,15 +91,14 @@ class ReportWorker:
             self._run(*queued)
 
     def wake(self) -> None:
-        """Start the thread for the folds registered with :meth:`every` (a report calls it; idempotent)."""
+        """Start the thread for the folds (a report calls it; idempotent)."""
         if self._folds and self._thread is None and not self._closed and os.getpid() == self._pid:
             with self._cond:
                 self._start()
 
     def _start(self) -> bool:
-        """Start the thread if it is not running (caller holds the lock); ``False`` when no thread can start: a run
-        that ends at the interpreter's exit (an autostarted child's atexit finish) on Python 3.12+, whose jobs then
-        run on the calling thread (docs/spec.md section 20)."""
+        """Start the thread if it is not running (caller holds the lock); ``False`` when none can start (at the
+        interpreter's exit: jobs then run on the calling thread, docs/spec.md section 20)."""
         if self._thread is None:
             thread = self._thread = OurThread(target=self._loop, name=THREAD_NAME)
             try:
@@ -122,8 +113,7 @@ class ReportWorker:
         return True
 
     def drain(self, timeout_s: float | None = None) -> bool:
-        """Wait until every job submitted so far has run; returns whether they did within ``timeout_s`` (``None``:
-        :attr:`wait_left_s`, what is left of the run end's bound once it began)."""
+        """Wait for every job submitted so far; whether they ran within ``timeout_s`` (``None``: ``wait_left_s``)."""
         if self._thread is None or os.getpid() != self._pid or threading.current_thread() is self._thread:
             return True  # none, or a job asking: it runs after the ones before it already
         with self._cond:
@@ -134,11 +124,8 @@ class ReportWorker:
         """Whether the caller is the worker's thread (a job running). Any thread."""
         return self._thread is not None and threading.current_thread() is self._thread
 
-    @property
-    def accepting(self) -> bool:
-        """Whether a job submitted now would run later on the worker's thread (threaded, open, not stuck, in the
-        process that made it). Any thread."""
-        return self.threaded and not self._closed and not self._stuck and os.getpid() == self._pid
+    accepting = property(lambda self: self.threaded and not (self._closed or self._stuck) and os.getpid() == self._pid,
+                         doc="Whether a job submitted now would run later on the worker's thread. Any thread.")
 
     @property
     def running(self) -> tuple[str, str] | None:
@@ -150,9 +137,8 @@ class ReportWorker:
     thread = property(lambda self: self._thread, doc="The worker's thread, while it runs.")
 
     def abandon(self) -> None:
-        """Give up on the job under way (the run's end, past its bound: docs/spec.md section 20): the jobs queued
-        behind it run now in the caller's thread, later ones at once, and the thread ends when that job returns,
-        running nothing more. Any thread but the worker's."""
+        """Give up on the job under way (docs/spec.md section 20): the queued jobs run now in the caller's thread,
+        later ones at once; the thread ends when that job returns. Any thread but the worker's."""
         with self._cond:
             jobs, self._jobs = list(self._jobs), deque()
             self._closed = True
@@ -165,8 +151,7 @@ class ReportWorker:
     pending = property(lambda self: len(self._jobs) + int(self._busy), doc="Jobs waiting or running (0 once drained).")
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Run what is queued, then end the thread (joined up to ``timeout_s`` in all; ``None``: as :meth:`drain`);
-        later jobs run at once."""
+        """Run what is queued, then end the thread (``timeout_s`` as :meth:`drain`'s); later jobs run at once."""
         thread = self._thread
         drained = self.drain(timeout_s)
         with self._cond:
@@ -177,8 +162,7 @@ class ReportWorker:
         self._thread = None
 
     def hold_for_fork(self, wait_s: float) -> None:
-        """Before a fork (the forking thread): wait up to ``wait_s`` for the running job to end, then hold the
-        lock until :meth:`release_after_fork` (parent) or :meth:`reset_in_child` (child), so no job begins."""
+        """Before a fork: wait up to ``wait_s`` for the running job, then hold the lock so no job begins."""
         if (self._thread is None or os.getpid() != self._pid or self._held_for_fork
                 or not self._cond.acquire(timeout=wait_s)):
             return
@@ -192,9 +176,8 @@ class ReportWorker:
             self._cond.release()
 
     def reset_in_child(self) -> str | None:
-        """After a fork, in the child: a worker of the child's own (no thread, no jobs, no folds until
-        registered again); returns the owner whose job was under way at the fork, else ``None`` (a fold only
-        publishes by replacing a reference: one under way tore nothing)."""
+        """After a fork, in the child: a fresh worker of its own; the owner whose job was under way at the fork,
+        else ``None`` (a fold under way tore nothing)."""
         torn = self._owner if self._busy else None
         self._reset()
         return torn

@@ -34,8 +34,7 @@ class ReportSnapshot:
 
 
 class Reporter:
-    """The report of one interval and the final one of the monitor ``run``, and what the last one found. Training
-    thread."""
+    """The reports of the monitor ``run`` and what the last one found. Training thread."""
 
     def __init__(self, run: Any) -> None:
         self._run = run
@@ -52,7 +51,6 @@ class Reporter:
         self.memory: Any = None
         self.text_line = ""
 
-    # -- the worker ------------------------------------------------------------------------------------------
     opened_worker: ReportWorker | None = None  # the worker if one was made (the fork handlers: docs/spec.md §19)
 
     @property
@@ -70,10 +68,8 @@ class Reporter:
     def _worker_fault(self, owner: str, exc: BaseException) -> None:
         self._run.warn_once(f"report-worker-{owner}", f"{owner}'s report work failed and was disabled: {exc!r}")
 
-    # -- reports ---------------------------------------------------------------------------------------------
     def maybe_report(self) -> None:
-        """Report if the interval has passed, on whichever training thread got here first; never waits
-        (docs/spec.md section 3). A noted SIGTERM is acted on first."""
+        """Report if the interval has passed (a noted SIGTERM first); never waits (docs/spec.md section 3)."""
         run = self._run
         run.lifecycle.at_safe_point()
         if run.lifecycle.finished or not self._lock.acquire(blocking=False):
@@ -169,14 +165,13 @@ class Reporter:
 
     def _out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
              phases_s: dict[str, float]) -> None:
-        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed (the
-        report worker's job when ``inline`` holds the fields the training thread took)."""
+        """The run log, trimming, the text line and warnings (the worker's job when ``inline`` holds fields)."""
         run = self._run
         extra = run.dispatch.report(report, on_worker=None if inline is None else True, before=inline)
         record = run.record_sink
         if record is not None:
             run.guard("run-log", record.write_interval, view, elapsed_s, phases_s, extra)
-            run.registry.trim(run.steps_state.step_series)
+            run.registry.trim()
             self.text_line = run.guard("text-line", record.text_line, view) or self.text_line
         if run.text and not report.final:
             run.faults.say(self.text_line)

@@ -1,7 +1,5 @@
-"""Reading scalars from the user's values without a device sync.
-
-A CUDA tensor is copied to a pinned host buffer without blocking and read once its event completes
-(docs/spec.md section 2). Training thread.
+"""Reading scalars without a device sync: a CUDA tensor is copied to a pinned host buffer without blocking and
+read once its event completes (docs/spec.md section 2). Training thread.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ class ScalarReader:
         self.on_defer = on_defer
         self.queue: deque[tuple[Hashable, Any, Any]] = deque()  # deferred (key, host buffer, event)
         self._pool: list[Any] = []
-        self.dropped = 0
 
     def read(self, value: Any, key: Hashable) -> float | None:
         """``value`` as a float now, or ``None`` if deferred (back from :meth:`poll` with ``key``) or unreadable;
@@ -47,8 +44,7 @@ class ScalarReader:
         import torch
 
         if len(self.queue) >= MAX_PENDING:
-            self.queue.popleft()
-            self.dropped += 1
+            self.queue.popleft()  # the oldest read is lost (bounded memory)
         i = next((i for i, buf in enumerate(self._pool) if buf.dtype == value.dtype), None)
         host = torch.empty((), dtype=value.dtype, device="cpu", pin_memory=True) if i is None else self._pool.pop(i)
         host.copy_(value.detach().reshape(()), non_blocking=True)
@@ -72,11 +68,9 @@ class ScalarReader:
 
 
 class StepLoss:
-    """The loss of one optimizer step: the sum of ``value / scale`` over the backward calls (docs/spec.md section 2,
-    "Loss"), parts on CUDA read later through the :class:`ScalarReader` (keys ``(self, index, field)``).
-
-    ``parts`` holds ``[value, scale]`` per backward call (``None`` until read); ``divided``: every part was divided
-    by the loop; ``broken``: a part could not be read. Training thread only.
+    """The loss of one optimizer step: the sum of ``value / scale`` over the backward calls (docs/spec.md section 2),
+    CUDA parts read later (keys ``(self, index, field)``). ``parts``: ``[value, scale]`` per call (``None`` until
+    read); ``divided``: every part was divided by the loop; ``broken``: a part could not be read. Training thread.
     """
 
     __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "closed", "broken", "_missing")
@@ -126,10 +120,8 @@ class StepLoss:
         self.parts[index][field] = value
         self._missing -= 1
 
-    @property
-    def ready(self) -> bool:
-        """Closed, and every part read (or known unreadable)."""
-        return self.closed and (self._missing <= 0 or self.broken)
+    ready = property(lambda self: self.closed and (self._missing <= 0 or self.broken),
+                     doc="Closed, and every part read (or known unreadable).")
 
     def value(self) -> float | None:
         """``sum(value / scale)`` over the parts, or ``None`` when one is missing or a scale is 0."""
@@ -142,7 +134,5 @@ class StepLoss:
             total += value / scale
         return total
 
-    @property
-    def ambiguous(self) -> bool:
-        """Several backward calls without a division: they may be full micro-batch losses or parts of one."""
-        return len(self.parts) > 1 and not self.divided
+    ambiguous = property(lambda self: len(self.parts) > 1 and not self.divided,
+                         doc="Several backward calls without a division: full micro-batch losses or parts of one.")

@@ -1,7 +1,5 @@
-"""Series: append-only columns of (step, seconds, value) with running stats.
-
-The writer appends without a lock (atomic under the GIL); readers read from a cursor and the owner trims what
-every reader has seen, so memory is bounded by what is pending (docs/spec.md section 18).
+"""Series: append-only columns of (step, seconds, value) with running stats; the writer appends without a lock,
+readers read from a cursor and what every reader has seen is trimmed (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -26,9 +24,8 @@ def _finite_values(values: list[float]) -> list[float]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
-    """Running statistics of one series: the last point's value (``None`` when it is not finite: never an earlier
-    finite one), min and max finite value (``None``: none), points recorded (finite or not), the last point's step
-    and the points that were not finite (NaN, +-inf)."""
+    """Running statistics of one series: the last point's value (``None`` when not finite), min and max finite value,
+    points recorded, the last point's step and the points that were not finite."""
 
     last: float | None
     min: float | None
@@ -49,7 +46,7 @@ class Series:
     ``read``/``trim`` from any."""
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
-                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
+                 "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
 
     def __init__(self, name: str, x_kind: str = "step", origin: int = 0) -> None:
         self.name = name
@@ -59,7 +56,6 @@ class Series:
         self._values: list[float] = []
         self._base = 0
         self.lock = threading.Lock()  # readers and trims take it (held around a fork: Monitor.locks)
-        self._last: float | None = None
         self._min: float | None = None
         self._max: float | None = None
         self._folded = 0  # absolute position up to which the statistics are folded in
@@ -69,15 +65,13 @@ class Series:
         self.origin = origin  # added to every step read: a resumed run's points on the training's axis (spec section 22)
 
     def append(self, step: int, t_s: float, value: float) -> None:
-        """Record one point. Cheap (three list appends; the statistics are folded in when read);
-        call from the writing thread only."""
+        """Record one point (the statistics are folded in when read). Writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
         self._values.append(value)
 
     def open(self, step: int, t_s: float) -> None:
-        """Begin the next point: its step and time now, its value (and its place in the series) with :meth:`close`
-        (docs/spec.md section 20). Writing thread only."""
+        """Begin the next point; :meth:`close` gives its value (docs/spec.md section 20). Writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
 
@@ -100,23 +94,17 @@ class Series:
         finite = _finite_values(values[lo:n])
         low, high = self._min, self._max
         self._nonfinite += n - lo - len(finite)
-        tail = values[n - 1]
-        last = tail if finite and -_INF < tail < _INF else None  # the latest point's value, never a stale one
         if finite:
             low = min(finite) if low is None else min(low, min(finite))
             high = max(finite) if high is None else max(high, max(finite))
-        self._last, self._min, self._max, self._tail = last, low, high, tail
+        self._min, self._max, self._tail = low, high, values[n - 1]
         self._last_step = self._steps[n - 1]
         self._folded = self._base + n
 
-    @property
-    def end(self) -> int:
-        """Absolute position just past the last complete point."""
-        return self._base + len(self._values)
+    end = property(lambda self: self._base + len(self._values), doc="Position just past the last complete point.")
 
     def read(self, start: int, stop: int | None = None) -> tuple[int, list[int], list[float], list[float]]:
-        """Return ``(end, steps, times_s, values)`` of the points from ``start`` (trimmed: skipped) up to ``stop`` (a
-        report's end; ``None``: every complete point); ``end``: where the next read starts. Any thread."""
+        """``(end, steps, times_s, values)`` from ``start`` up to ``stop`` (``None``: all); ``end``: the next start."""
         with self.lock:
             lo = max(0, start - self._base)
             hi = len(self._values) if stop is None else max(lo, min(len(self._values), stop - self._base))
@@ -136,27 +124,22 @@ class Series:
                 del self._values[:k]
                 self._base += k
 
-    @property
-    def pending(self) -> int:
-        """Points held in memory."""
-        return len(self._values)
+    pending = property(lambda self: len(self._values), doc="Points held in memory.")
 
     def stats(self) -> SeriesStats:
         """Return the running statistics (folds in the points appended since the last call). Any thread."""
         with self.lock:
             self._fold()
-            return SeriesStats(last=self._last, min=self._min, max=self._max,
-                               count=self._base + len(self._values),
+            tail = self._tail  # the latest point's value, never an earlier finite one
+            last = tail if tail is not None and -_INF < tail < _INF else None
+            return SeriesStats(last=last, min=self._min, max=self._max, count=self._base + len(self._values),
                                last_step=None if self._last_step is None else self._last_step + self.origin,
                                nonfinite=self._nonfinite, last_read=self._tail)
 
 
 class StepSeries:
-    """Tokens per optimizer step, one point per step (position ``i`` is step ``i + 1``), read as a :class:`Series`.
-
-    Only the times are stored per step; the tokens as runs (position, tokens), one per change.
-    Thread safety: one writing thread (:meth:`set_tokens`, then ``times.append``); ``read``/``trim`` any thread.
-    """
+    """Tokens per optimizer step (position ``i`` is step ``i + 1``), read as a :class:`Series`: the times per step,
+    the tokens as runs (position, tokens). One writing thread; ``read``/``trim`` any thread."""
 
     __slots__ = ("name", "x_kind", "times", "_runs", "_base", "lock", "tokens", "_min", "_max", "origin")
 
@@ -174,7 +157,7 @@ class StepSeries:
 
     def set_tokens(self, tokens: int, step: int) -> None:
         """Start a run of ``tokens`` per step at step ``step``'s point, before its time is appended (the writer's
-        step, never ``_base + len(times)``, which a trim moves in two writes: docs/spec.md section 20)."""
+        step: a trim moves ``_base + len(times)`` in two writes, docs/spec.md section 20)."""
         self._runs.append((step - 1, tokens))
         self.tokens = tokens
         self._min = tokens if self._min is None else min(self._min, tokens)
@@ -186,10 +169,7 @@ class StepSeries:
             self.set_tokens(value, step)
         self.times.append(t_s)
 
-    @property
-    def end(self) -> int:
-        """Absolute position just past the last complete point."""
-        return self._base + len(self.times)
+    end = property(lambda self: self._base + len(self.times), doc="Position just past the last complete point.")
 
     def read(self, start: int) -> tuple[int, list[int], list[float], list[float]]:
         """Return ``(end, steps, times_s, tokens)`` of the points from ``start`` on (any thread)."""
@@ -215,10 +195,7 @@ class StepSeries:
             self._base += k
             del self._runs[:max(0, bisect.bisect_right(self._runs, self._base, key=itemgetter(0)) - 1)]
 
-    @property
-    def pending(self) -> int:
-        """Points held in memory."""
-        return len(self.times)
+    pending = property(lambda self: len(self.times), doc="Points held in memory.")
 
     def stats(self) -> SeriesStats:
         """Running statistics of the tokens per step."""

@@ -1,9 +1,8 @@
-"""The run's series by name, their provenance entries, their readers' cursors, their decimated views and the cap on
-new names.
+"""The run's series by name, their provenance, their readers' cursors, decimated views and the cap on new names.
 
-Readers iterate a dict that never changes size (a new name publishes a grown copy, under the lock). A reader's
-cursor holds back trimming of the series it reads, to at most ``MAX_PENDING`` points per series; between reports a
-reader with a ``drain`` takes its points once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
+Readers iterate a dict that never changes size (a new name publishes a grown copy). A reader's cursor holds back
+trimming, to at most ``MAX_PENDING`` points per series; a reader with a ``drain`` takes its points between reports
+once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -28,13 +27,13 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 
 class SeriesRegistry:
-    """Named series, their ``series_info`` entries, reader cursors, the one decimated view per series (``views``)
-    and the cap ``max_series`` on the user's names. :meth:`get`, :meth:`describe` and the reads from any thread;
-    appends by each series' writer."""
+    """Named series, their ``info``, readers, ``views`` and the cap ``max_series``. Any thread; appends: each writer."""
 
-    def __init__(self, warn_once: Callable[[str, str], None], max_series: int = DEFAULT_MAX_SERIES) -> None:
+    def __init__(self, warn_once: Callable[[str, str], None], max_series: int,
+                 step_series: Callable[[], StepSeries]) -> None:
         self._warn_once = warn_once
         self.max_series = max_series
+        self._step_series = step_series  # the step rule's tokens per step (core/steps.py), read with every series
         self.views = SeriesViews(lambda: self.series, self.add_reader)
         self.new_run()
 
@@ -46,7 +45,7 @@ class SeriesRegistry:
         self._readers: list[tuple[dict[str, int], Callable[[str], bool] | None]] = []
         self._drains: list[Callable[[dict[str, int]], None]] = []
         self._watch: tuple[Callable[[int, Callable[[], None]], None], Callable[[], int],
-                           Callable[[Callable[[], None]], None], StepSeries] | None = None
+                           Callable[[Callable[[], None]], None]] | None = None
         self._user_series = 0
         self.origin = 0  # the step this run's axis starts from (set_origin)
         self.dropped = 0
@@ -61,19 +60,17 @@ class SeriesRegistry:
         return self.series[name]
 
     def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset(), x_kind: str = "step") -> None:
-        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
-        iterate a dict that never changes size)."""
+        """Make the series of ``names`` not yet known (but ``skip``) with one copy of the registry."""
         with self.lock:
             new = [name for name in dict.fromkeys(names) if name not in skip and name not in self.series]
             if new:
                 self.series = {**self.series, **{name: Series(name, x_kind, self.origin) for name in new}}
 
-    def set_origin(self, steps: int, step_series: StepSeries) -> None:
-        """Every series (``step_series`` too) is read ``steps`` further along the step axis from now on: a resumed
-        run's points at steps of the training (docs/spec.md section 22). Any thread."""
+    def set_origin(self, steps: int) -> None:
+        """Every series is read ``steps`` further along the step axis from now on (docs/spec.md section 22)."""
         with self.lock:
             self.origin = steps
-            for series in (step_series, *self.series.values()):
+            for series in self._all():
                 series.origin = steps
 
     def describe(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
@@ -81,8 +78,7 @@ class SeriesRegistry:
         (self.info.__setitem__ if replace else self.info.setdefault)(name, entry)
 
     def admit(self, name: Any) -> bool:
-        """Whether a value of the user's may go to series ``name``: a known step series, or a new name that is
-        neither reserved nor past the cap (each refusal warned once)."""
+        """Whether a value of the user's may go to series ``name`` (not reserved, not past the cap; warned once)."""
         existing = self.series.get(name) if type(name) is str else None
         if existing is None:
             if not isinstance(name, str) or name in RESERVED_SERIES or _RESERVED_NAME.match(name):
@@ -116,12 +112,10 @@ class SeriesRegistry:
         self._warn_once("series-cap", f"more than {self.max_series} series (max_series): {printable(name)[:80]!s} "
                                       "and later new names are not recorded; the passport lists them")
 
-    # -- readers and trimming ------------------------------------------------------------------------------
     def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None, *,
                    reads: Callable[[str], bool] | None = None) -> dict[str, int]:
-        """Register a series reader; its cursor map (name -> position). ``drain(ends)`` takes its points up to
-        ``ends`` between reports (on the report worker); ``reads(name)``: whether it holds back that series (``None``:
-        every series)."""
+        """Register a series reader; its cursor map (name -> position). ``drain(ends)``: its points between reports
+        (the report worker); ``reads(name)``: whether it holds back that series (``None``: all)."""
         cursor: dict[str, int] = {}
         self._readers.append((cursor, reads))
         if drain is not None:
@@ -129,10 +123,9 @@ class SeriesRegistry:
         return cursor
 
     def watch(self, at_step: Callable[[int, Callable[[], None]], None], steps: Callable[[], int],
-              submit: Callable[[Callable[[], None]], None], step_series: StepSeries) -> None:
-        """Look at the points held every ``DRAIN_CHECK_STEPS`` steps (``at_step``, the training thread) and
-        hand a drain to ``submit`` (the report worker) when a series holds more than ``DRAIN_POINTS``."""
-        self._watch = (at_step, steps, submit, step_series)
+              submit: Callable[[Callable[[], None]], None]) -> None:
+        """Every ``DRAIN_CHECK_STEPS`` steps, ``submit`` a drain when a series holds more than ``DRAIN_POINTS``."""
+        self._watch = (at_step, steps, submit)
         at_step(steps() + DRAIN_CHECK_STEPS, self._look)
 
     def _slowest(self, series: Series | StepSeries) -> int:
@@ -140,40 +133,39 @@ class SeriesRegistry:
         name = series.name
         return min((c.get(name, 0) for c, reads in self._readers if reads is None or reads(name)), default=series.end)
 
-    def held(self, step_series: StepSeries) -> int:
+    def _all(self) -> tuple[Series | StepSeries, ...]:
+        return (self._step_series(), *self.series.values())
+
+    def held(self) -> int:
         """Most points any series holds past its slowest reader (0 without readers). Any thread."""
-        if not self._readers:
-            return 0
-        return max(s.end - self._slowest(s) for s in (step_series, *self.series.values()))
+        return max(s.end - self._slowest(s) for s in self._all()) if self._readers else 0
 
     def _look(self) -> None:
         """The training thread, every ``DRAIN_CHECK_STEPS`` steps: queue a drain when the points held are many."""
         watch = self._watch
         if watch is None:
             return
-        at_step, steps, submit, step_series = watch
+        at_step, steps, submit = watch
         at_step(steps() + DRAIN_CHECK_STEPS, self._look)
-        if self._drains and self.held(step_series) > DRAIN_POINTS:
-            ends = {s.name: s.end for s in (step_series, *self.series.values())}
-            submit(lambda: self._drain(ends, step_series))
+        if self._drains and self.held() > DRAIN_POINTS:
+            ends = {s.name: s.end for s in self._all()}
+            submit(lambda: self._drain(ends))
 
-    def _drain(self, ends: dict[str, int], step_series: StepSeries) -> None:
+    def _drain(self, ends: dict[str, int]) -> None:
         """Each draining reader takes its points up to ``ends``; then trim (the report worker)."""
         for drain in list(self._drains):
             drain(ends)
-        self.trim(step_series)
+        self.trim()
 
     def stop_watching(self) -> None:
         """No more drains (the run's end)."""
         self._watch = None
 
-    def trim(self, step_series: StepSeries) -> None:
+    def trim(self) -> None:
         """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
-        if not self._readers:
-            return
-        for series in (step_series, *self.series.values()):
+        for series in self._all() if self._readers else ():
             series.trim(max(self._slowest(series), series.end - MAX_PENDING))
 
-    def locks(self, step_series: StepSeries) -> list[threading.Lock]:
+    def locks(self) -> list[threading.Lock]:
         """The registry's lock, the views' and each series' (held around a fork: docs/spec.md section 19)."""
-        return [self.lock, self.views.lock, *(s.lock for s in (step_series, *self.series.values()))]
+        return [self.lock, self.views.lock, *(s.lock for s in self._all())]

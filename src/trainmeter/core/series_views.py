@@ -1,14 +1,10 @@
 """One decimated view per series of the live run: the widget's frames and ``curves.json`` read the same decimator.
 
-Subscribers name the series they read (``None``: all) under a key; one cursor reads each subscribed series' points
-once, on whichever thread asks first (the publisher's tick, a curves report job or a drain on the report worker), into
-one :class:`~trainmeter.core.decimate.Decimator` per series, with the smoothed twin a subscriber derives (docs/spec.md
-sections 12 and 18). A saved run read back (a replay, ``curves.json`` from a log) fills a view of its own with
-:meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock`; a reader of
-:attr:`~SeriesViews.decimators` holds it.
-
-A wing's own cursor over a few series (:class:`SeriesReader`) reads their new points and holds back no other series;
-with ``feed`` it also takes its points between reports (its reads under the reader's lock).
+One cursor reads each subscribed series' points once, on whichever thread asks first, into one
+:class:`~trainmeter.core.decimate.Decimator` per series, with the smoothed twin a subscriber derives (docs/spec.md
+sections 12 and 18); a saved run read back fills a view of its own with :meth:`SeriesViews.extend`. Thread safety:
+every method takes :attr:`SeriesViews.lock`; a reader of :attr:`~SeriesViews.decimators` holds it.
+:class:`SeriesReader`: a wing's own cursor over a few series.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ Twins = Callable[[str, Sequence[Any], Sequence[float]], "tuple[str, list[float]]
 
 def _read_new(series: Mapping[str, Any], cursor: dict[str, int], reads: Callable[[str], bool],
               ends: Mapping[str, int] | None) -> Iterator[tuple[str, Any, list[int], list[float], list[float]]]:
-    """``(name, series, steps, times, values)`` of each series ``reads`` from ``cursor`` up to ``ends`` (``None``:
-    now), moving the cursor (the caller holds its lock)."""
+    """``(name, series, steps, times, values)`` of each series ``reads``, moving ``cursor`` up to ``ends``."""
     for name, s in list(series.items()):
         if reads(name):
             end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
@@ -36,8 +31,8 @@ def _read_new(series: Mapping[str, Any], cursor: dict[str, int], reads: Callable
 
 
 class SeriesViews:
-    """The decimated series of one run: ``series()`` gives the run's series by name, ``add_reader`` registers the
-    cursor (core/series_registry.py); both ``None`` for a view filled only by :meth:`extend`."""
+    """The decimated series of one run (``series``, ``add_reader``: the registry's; ``None``: filled by
+    :meth:`extend` only)."""
 
     def __init__(self, series: Callable[[], Mapping[str, Any]] | None = None,
                  add_reader: Callable[..., dict[str, int]] | None = None) -> None:
@@ -46,8 +41,7 @@ class SeriesViews:
         self.new_run()
 
     def new_run(self) -> None:
-        """No subscriber, no decimator (construction; a forked child's own run, whose wings subscribe again: the
-        parent's lock was held around the fork with the registry's, core/series_registry.py)."""
+        """No subscriber, no decimator (construction; a forked child's own run, whose wings subscribe again)."""
         self.lock = threading.Lock()
         self.decimators: dict[str, Decimator] = {}
         self.budget_points = DEFAULT_BUDGET_POINTS
@@ -58,8 +52,7 @@ class SeriesViews:
 
     def subscribe(self, key: str, names: Iterable[str] | None = None, *,
                   budget_points: int = DEFAULT_BUDGET_POINTS, twins: Twins | None = None) -> None:
-        """Read series ``names`` (``None``: every series) for subscriber ``key``, with decimators of at most
-        ``budget_points`` and the twins ``twins`` derives."""
+        """Read series ``names`` (``None``: all) for ``key``, into decimators of at most ``budget_points``."""
         with self.lock:
             self._wants = {**self._wants, key: None if names is None else frozenset(names)}
             self.budget_points = min(self.budget_points, budget_points)
@@ -74,14 +67,12 @@ class SeriesViews:
             self._wants = {k: v for k, v in self._wants.items() if k != key}
 
     def reads(self, name: str) -> bool:
-        """Whether some subscriber reads series ``name`` (not the step series: the registry trims the others past
-        this cursor). Any thread."""
+        """Whether some subscriber reads series ``name`` (never the step series). Any thread."""
         series = self._series
         return series is not None and name in series() and any(n is None or name in n for n in self._wants.values())
 
     def catch_up(self, ends: Mapping[str, int] | None = None) -> bool:
-        """Decimate the subscribed series' new points, up to ``ends`` (a report's or a drain's positions; ``None``:
-        now); returns whether any came."""
+        """Decimate the subscribed series' new points up to ``ends`` (``None``: now); whether any came."""
         with self.lock:
             cursor, series = self._cursor, self._series
             if cursor is None or series is None:
@@ -94,14 +85,12 @@ class SeriesViews:
             return fresh
 
     def extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float]) -> bool:
-        """Add points to series ``name``, one the view does not read (report figures, a saved run's records), and to
-        its twin; returns ``True``."""
+        """Add points to series ``name``, one the view does not read, and to its twin; returns ``True``."""
         with self.lock:
             self._extend(name, x_kind, xs, ys)
         return True
 
     def _extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float]) -> None:
-        """``extend`` under the lock."""
         d = self.decimators.get(name)
         if d is None:
             d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
@@ -112,8 +101,7 @@ class SeriesViews:
 
 
 class SeriesReader:
-    """New points of the series named ``names``, read from a cursor of ``monitor``'s; ``feed`` takes the points a
-    drain reads between reports (``None``: read at reports only)."""
+    """New points of the series ``names`` from a cursor of ``monitor``'s; ``feed`` takes a drain's points."""
 
     def __init__(self, monitor: Any, names: Iterable[str], feed: Callable[[Points], None] | None = None) -> None:
         self._m = monitor
@@ -129,8 +117,7 @@ class SeriesReader:
             self._feed(points)
 
     def new_points(self, ends: Mapping[str, int] | None = None) -> Points:
-        """``(name, steps, values)`` of each read series' points since the last call, up to ``ends``
-        (``Report.ends``; ``None``: now)."""
+        """``(name, steps, values)`` of each series' points since the last call, up to ``ends`` (``None``: now)."""
         with self._lock:
             new = _read_new(self._m.series, self._cursor, self.names.__contains__, ends)
             return [(name, steps, values) for name, _, steps, _, values in new if steps]

@@ -9,9 +9,8 @@ START_WAIT_S = 1.0  # at most this long for a thread whose start was cut to be s
 
 
 class OurThread(threading.Thread):
-    """A daemon thread of ours. A Ctrl-C that cuts ``start`` (in its wait for the new thread, or before it began)
-    leaves a thread that runs soon or never: ``join`` then waits for it to run within its timeout (at most
-    :data:`START_WAIT_S` for one that never began) and never raises "cannot join thread before it is started"."""
+    """A daemon thread of ours whose ``join`` never raises "cannot join thread before it is started" when a Ctrl-C
+    cut ``start``: it waits for it to run, within its timeout (at most :data:`START_WAIT_S`)."""
 
     def __init__(self, target, name: str, args: tuple = ()) -> None:
         super().__init__(target=target, name=name, args=args, daemon=True)
