@@ -17,7 +17,7 @@ from trainmeter.widget.controls import controls_state
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LIVE_STATUSES = ("starting", "running")
 DIVERGED_RATIO = 10.0
-UNKNOWN_KIND = "nan/inf"  # a saved run's record keeps that the point was not finite, not which
+UNKNOWN_KIND = "nan/inf"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,7 +37,6 @@ class RunFacts:
     budget_steps: int | None = None
     budget_tokens: int | None = None
     interval_s: float = 10.0
-    live: bool = True
     window_tokens: int | None = None
     window_train_s: float | None = None
     train_tokens_per_s: float | None = None
@@ -51,7 +50,7 @@ class RunFacts:
     loss_last: float | None = None
     loss_min: float | None = None
     loss_max: float | None = None
-    loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf": newest_nonfinite)
+    loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf")
     loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from optim/smoothing.py's MIN_POINTS)
     step_series: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -65,34 +64,23 @@ class RunFacts:
     x_map: Any = None  # the step -> tokens, seconds map (widget/x_axis.py XMap): markers' x on every axis
     controls: dict[str, Any] | None = None  # the buttons' path, pending requests, alerts (widget/controls.py)
 
+    @property
+    def live(self) -> bool:
+        """Whether the run is in progress (a saved run's never is)."""
+        return self.status in LIVE_STATUSES
 
-# -- how the training loss stands, said plainly (docs/spec.md section 12): the newest point's ``nan``/``inf`` when it
-# was not finite (never "no loss found" nor an earlier finite value), and the run's ``loss_state``, ``nonfinite`` or
-# ``diverged`` (the loss now above DIVERGED_RATIO times its lowest and at least half its highest: back up to where it
-# started or beyond, not a noisy step of a converged run), that colours the status. Pure, any thread.
-def nonfinite_text(value: float) -> str:
-    """``nan``, ``inf`` or ``-inf``: how Python prints the value (the text line's spelling)."""
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def newest_nonfinite(stats: Any) -> str | None:
-    """The live series' newest point as text (its :class:`~trainmeter.core.series.SeriesStats`) when not finite."""
-    value = stats.last_read
-    return None if value is None or math.isfinite(value) else nonfinite_text(value)
-
-
-def saved_nonfinite(entry: dict[str, Any]) -> str | None:
-    """A passport's ``series.train_loss`` entry: :data:`UNKNOWN_KIND` when its newest point was not finite."""
-    return UNKNOWN_KIND if entry.get("last") is None and entry.get("nonfinite") else None
-
-
-def loss_state(last: float | None, lowest: float | None, highest: float | None, nonfinite: str | None) -> str | None:
-    """``nonfinite``, ``diverged`` or ``None`` (the loss as it should be, or none read)."""
-    if nonfinite is not None:
-        return "nonfinite"
-    if None in (last, lowest, highest) or lowest <= 0:  # type: ignore[operator]
-        return None
-    return "diverged" if last > DIVERGED_RATIO * lowest and last >= highest / 2 else None  # type: ignore[operator]
+    @property
+    def loss_state(self) -> str | None:
+        """``nonfinite``, ``diverged`` or ``None`` (the loss as it should be, or none read): how the training loss
+        stands, said plainly (docs/spec.md section 12): the newest point was not finite, or the loss is now above
+        :data:`DIVERGED_RATIO` times its lowest and at least half its highest (back up to where it started or
+        beyond, not a noisy step of a converged run)."""
+        last, lowest, highest = self.loss_last, self.loss_min, self.loss_max
+        if self.loss_nonfinite is not None:
+            return "nonfinite"
+        if last is None or lowest is None or highest is None or lowest <= 0:
+            return None
+        return "diverged" if last > DIVERGED_RATIO * lowest and last >= highest / 2 else None
 
 
 # -- report series -------------------------------------------------------------------------
@@ -162,13 +150,13 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s, text_line=text_line, steps=steps, tokens=tokens,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None, token_unit=unit, tokens_missing=missing,
-        budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens, interval_s=opts.interval_s, live=live,
+        budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens, interval_s=opts.interval_s,
         window_tokens=getattr(interval, "tokens", None), window_train_s=getattr(interval, "train_s", None),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=rss_bytes, rss_peak_bytes=peak,
         cuda=getattr(memory, "cuda", None), phases_s=phases_s, loss_last=getattr(stats, "last", None),
         loss_min=getattr(stats, "min", None), loss_max=getattr(stats, "max", None),
-        loss_points=stats.count if stats else 0, loss_nonfinite=newest_nonfinite(stats) if stats else None,
+        loss_points=stats.count if stats else 0, loss_nonfinite=_nonfinite(getattr(stats, "last_read", None)),
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step") + ((PARENT_LOSS,) if opts.resume else ()),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
@@ -210,8 +198,9 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     if passport:
         loss = (passport.get("series") or {}).get("train_loss") or {}
         status = str(passport.get("status", "completed"))
-        loss_last, loss_min, nonfinite = loss.get("last"), loss.get("min"), saved_nonfinite(loss)
-        loss_max = loss.get("max")
+        loss_last, loss_min, loss_max = loss.get("last"), loss.get("min"), loss.get("max")
+        # the record keeps that the newest point was not finite, not which
+        nonfinite = UNKNOWN_KIND if loss_last is None and loss.get("nonfinite") else None
     else:
         status = "interrupted"
         loss_last, loss_min, loss_max, nonfinite = _last_value(events, "train_loss"), None, None, None
@@ -236,7 +225,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit if tokens is not None else None,
         tokens_missing=src.get("tokens_missing") or (None if tokens is not None else NO_BATCH_READ),
         budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
-        interval_s=float(opts.get("interval_s") or 10.0), live=False,
+        interval_s=float(opts.get("interval_s") or 10.0),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
@@ -270,6 +259,12 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
         return [energy_tile(section, passport.get("derivations") or [])]
     except Exception:
         return []  # an odd passport loses the replay's energy tile, nothing else
+
+
+def _nonfinite(value: float | None) -> str | None:
+    """The live series' newest point as Python prints it (``nan``, ``inf``, ``-inf``: the text line's spelling) when
+    not finite."""
+    return None if value is None or math.isfinite(value) else repr(float(value))
 
 
 def _last_value(events: list[dict[str, Any]], name: str) -> float | None:

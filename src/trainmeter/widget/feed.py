@@ -13,9 +13,10 @@ from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.decimate import Decimator, share_budget
+from trainmeter.widget.facts import report_points
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
-from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES, report_points
+from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES
 from trainmeter.widget.x_axis import X_MODES, XMAP_EVERY_S, XMap
 
 _FAR = 1 << 62
