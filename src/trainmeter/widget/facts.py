@@ -4,6 +4,8 @@ and the *report series* (:data:`REPORT_SERIES`: one point per report, x = sessio
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
 # RunFacts' 38 fields, a third of this module's import, paid at a script run's finish (docs/spec.md section 20).
 import math
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,19 +178,49 @@ def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str
     return f"{head}] {' | '.join(fields)}" if sep else line
 
 
-def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None,
-                   loss_points: int | None = None, x_map: Any = None) -> RunFacts:
-    """Gather facts from a saved run (passport and events.jsonl records; ``loss_points``: the train_loss points
-    the log holds, when ``events`` keeps only some of its series records; ``x_map``: the run's
-    :class:`~trainmeter.widget.x_axis.XMap`, from its reports)."""
-    start = next((e for e in events if e.get("kind") == "start"), {})
-    last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
-    opts = passport.get("options") or start.get("options") or {}
-    step_names = list(dict.fromkeys(e["name"] for e in events
-                                    if e.get("kind") == "series" and e.get("x", "step") == "step"))
-    step_names += [PARENT_LOSS] if opts.get("resume") else []  # the earlier runs' loss (docs/spec.md section 22)
+class SavedLog:
+    """What the saved-run facts read of a run log, folded record by record (the log is read once, never held): its
+    first ``start``, last report (``interval``), the verdicts of the last report that had any, the step series' names
+    and the training loss' points and last finite value. One thread."""
+
+    def __init__(self, events: Iterable[dict[str, Any]] = ()) -> None:
+        self.start: dict[str, Any] = {}
+        self.last: dict[str, Any] = {}
+        self.fired: list[Any] = []
+        self.step_names: dict[str, None] = {}  # in the order of their first record
+        self.loss_last: float | None = None
+        self.loss_points = 0  # the smoothed twin is drawn from its window on (optim/smoothing.py)
+        deque(self.watch(events), maxlen=0)  # fold them all
+
+    def watch(self, events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Pass ``events`` through, folding each."""
+        for e in events:
+            kind, name, values = e.get("kind"), e.get("name"), e.get("value")
+            if kind == "start" and not self.start:
+                self.start = e
+            elif kind == "series" and isinstance(name, str):
+                if e.get("x", "step") == "step":
+                    self.step_names.setdefault(name)
+                if name == "train_loss" and isinstance(values, list):
+                    self.loss_points += len(values)
+                    self.loss_last = next((float(v) for v in reversed(values) if isinstance(v, int | float)
+                                           and math.isfinite(v)), self.loss_last)
+            elif kind == "interval":
+                self.last = e
+                fired = (e.get("verdicts") or {}).get("fired")
+                self.fired = fired if isinstance(fired, list) else self.fired
+            yield e
+
+
+def facts_from_run(passport: dict[str, Any], events: Iterable[dict[str, Any]] | SavedLog, run_dir: str | None = None,
+                   x_map: Any = None) -> RunFacts:
+    """Gather facts from a saved run: its passport and run log (its records, or a :class:`SavedLog` of them);
+    ``x_map``: the run's :class:`~trainmeter.widget.x_axis.XMap`, from its reports."""
+    log = events if isinstance(events, SavedLog) else SavedLog(events)
+    opts = passport.get("options") or log.start.get("options") or {}
+    step_names = [*log.step_names, *([PARENT_LOSS] if opts.get("resume") else [])]  # the earlier runs' loss (s. 22)
     warnings = list(passport.get("warnings") or [])
-    src = passport or last  # a run without a passport: the figures of its last report
+    src = passport or log.last  # a run without a passport: the figures of its last report
     tp = src.get("throughput") or {}
     mem = src.get("memory") or {}
     phases_s, elapsed_s = dict(src.get("phases_s") or {}), float(src.get("elapsed_s") or 0.0)
@@ -203,12 +235,12 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         nonfinite = UNKNOWN_KIND if loss_last is None and loss.get("nonfinite") else None
     else:
         status = "interrupted"
-        loss_last, loss_min, loss_max, nonfinite = _last_value(events, "train_loss"), None, None, None
+        loss_last, loss_min, loss_max, nonfinite = log.loss_last, None, None, None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
     train_rate, session_rate, spp = (tp.get(k) for k in ("train_tokens_per_s", "session_tokens_per_s",
                                                          "seconds_per_step"))
-    verdicts = _saved_verdicts(passport, events)
+    verdicts = list(passport["verdicts"]) if isinstance(passport.get("verdicts"), list) else log.fired
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
     card, bar = [], None  # the compute wing's tiles and progress bar
@@ -221,31 +253,18 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     unit_word = None if tokens is None else "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
-        name=str(passport.get("name") or start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
+        name=str(passport.get("name") or log.start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
         run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit if tokens is not None else None,
         tokens_missing=src.get("tokens_missing") or (None if tokens is not None else NO_BATCH_READ),
         budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
         interval_s=float(opts.get("interval_s") or 10.0),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
-        rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
-        loss_last=loss_last, loss_min=loss_min, loss_max=loss_max, loss_nonfinite=nonfinite, step_series=tuple(step_names), warnings=tuple(warnings),
-        loss_points=loss_points if loss_points is not None else sum(
-            len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
-        extra_tiles=tuple(card + _energy_tiles(passport)), progress_bar=bar, error=passport.get("error"),
-        markers=tuple(verdict_markers(verdicts)), x_map=x_map,
+        rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s, loss_last=loss_last,
+        loss_min=loss_min, loss_max=loss_max, loss_nonfinite=nonfinite, loss_points=log.loss_points,
+        step_series=tuple(step_names), warnings=tuple(warnings), extra_tiles=tuple(card + _energy_tiles(passport)),
+        progress_bar=bar, error=passport.get("error"), markers=tuple(verdict_markers(verdicts)), x_map=x_map,
     )
-
-
-def _saved_verdicts(passport: dict[str, Any], events: list[dict[str, Any]]) -> list[Any]:
-    """The passport's ``verdicts``, else those of the last report that had any (a run without a passport)."""
-    if isinstance(passport.get("verdicts"), list):
-        return list(passport["verdicts"])
-    for e in reversed(events):
-        fired = (e.get("verdicts") or {}).get("fired") if e.get("kind") == "interval" else None
-        if isinstance(fired, list):
-            return fired
-    return []
 
 
 def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
@@ -265,8 +284,3 @@ def _nonfinite(value: float | None) -> str | None:
     """The live series' newest point as Python prints it (``nan``, ``inf``, ``-inf``: the text line's spelling) when
     not finite."""
     return None if value is None or math.isfinite(value) else repr(float(value))
-
-
-def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
-    return next((float(v) for e in reversed(events) if e.get("kind") == "series" and e.get("name") == name
-                 for v in reversed(e.get("value") or []) if v is not None and math.isfinite(v)), None)

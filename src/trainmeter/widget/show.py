@@ -23,7 +23,7 @@ from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
-from trainmeter.widget.facts import report_points_from_record
+from trainmeter.widget.facts import SavedLog, report_points_from_record
 from trainmeter.widget.feed import history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
@@ -100,16 +100,15 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     read = ReadStats()
     passport = dict(run.passport)
     try:
-        kept = _FactsRecords()
+        log = SavedLog()
         x_map = XMap()
         earlier = earlier_points(earlier_runs(run.dir, (passport.get("lineage") or {}).get("runs")))
-        columns = replay_columns(kept.watch(_log_records(run.dir, read)), x_map=x_map, earlier=earlier)
+        columns = replay_columns(log.watch(_log_records(run.dir, read)), x_map=x_map, earlier=earlier)
         if read.bytes_left_out:
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
                                     f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
-        state = with_live_extras(build_state(facts_from_run(_shown(passport), kept.records, run_dir=str(run.dir),
-                                                            loss_points=kept.loss_points, x_map=x_map)),
+        state = with_live_extras(build_state(facts_from_run(_shown(passport), log, str(run.dir), x_map)),
                                  _saved_dashboard(run.dir))
     except Exception as exc:  # records of the wrong types: the run shows as damaged
         reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"
@@ -133,46 +132,6 @@ def _shown(passport: dict[str, Any]) -> dict[str, Any]:
     warnings = [w for w in passport.get("warnings") or [] if isinstance(w, str)]
     first = [] if any(str(reason) in w for w in warnings) else [f"damaged: {reason}"]
     return {**passport, "status": "unfinished", "warnings": first + warnings}
-
-
-class _FactsRecords:
-    """The few records of a run log the saved-run facts read (start, last reports, step-series names, last loss)."""
-
-    def __init__(self) -> None:
-        self._start: Record | None = None
-        self._names: dict[str, Record] = {}
-        self._loss: Record | None = None
-        self._fired: Record | None = None
-        self._last: Record | None = None
-        self.loss_points = 0  # train_loss points in the log (the smoothed twin is drawn from its window on)
-
-    def watch(self, events: Iterable[Record]) -> Iterator[Record]:
-        """Pass ``events`` through, keeping what :attr:`records` returns."""
-        for e in events:
-            kind = e.get("kind")
-            if kind == "start" and self._start is None:
-                self._start = e
-            elif kind == "series":
-                name = e.get("name")
-                if e.get("x", "step") == "step" and isinstance(name, str) and name not in self._names:
-                    stub = {"kind": "series", "name": name, "x": "step", "value": []}
-                    self._names[name] = stub  # type: ignore[assignment]
-                if name == "train_loss" and isinstance(e.get("value"), list):
-                    self.loss_points += len(e["value"])
-                    if any(isinstance(v, int | float) and math.isfinite(v) for v in e["value"]):
-                        self._loss = e
-            elif kind == "interval":
-                self._last = e
-                if isinstance((e.get("verdicts") or {}).get("fired"), list):
-                    self._fired = e
-            yield e
-
-    @property
-    def records(self) -> list[Record]:
-        """The kept records, in the log's order of what the facts look for."""
-        fired = self._fired if self._fired is not self._last else None
-        kept = [self._start, *self._names.values(), self._loss, fired, self._last]
-        return [r for r in kept if r is not None]
 
 
 def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:

@@ -154,20 +154,17 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
               markers: Sequence[dict[str, Any]] = ()) -> str | None:
     """A standalone SVG document for one chart spec, or ``None`` without data; ``markers`` (``state["markers"]``) of
     this chart drawn as a dashed vertical line where the verdict began, the marker's short label on top."""
-    lines = []  # (xs, ys, colour, faint): the raw series as read, its smoothed twin a light band over it
-    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
-    for i, name in enumerate(drawn_series(spec, series)):
-        twin = twins.get(name)
-        smoothed = twin is not None and len(series.get(twin, ("", ()))[1]) > 0
-        parent = name.endswith(".parent")  # a resumed run's earlier runs: faint, in the training loss's colour
-        for drawn, faint in ((name, parent), (twin if smoothed else None, True)):
-            if drawn is not None:
-                xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
-                lines.append((list(xs), list(ys), PALETTE[0 if parent else i % len(PALETTE)], faint))
+    lines = []  # (xs, ys, colour): the raw series as read, its smoothed twin a light band over it
+    for name, colour, faint in _drawn(spec, series):
+        xs, ys = decimate(series[name][1], series[name][2], CHART_POINTS)
+        lines.append((list(xs), list(ys), colour + FAINT_ALPHA if faint else colour, faint))
     # a constant (an lr never scheduled) on a log axis reads as nothing: a linear one, as live (js/src/chartoptions.ts)
     log_y = bool(spec.get("log_y")) and len({y for _, ys, _, _ in lines for y in ys if math.isfinite(y)}) > 1
-    finite = [(x, y) for xs, ys, _, _ in lines for x, y in zip(xs, ys, strict=True)
-              if math.isfinite(y) and (y > 0 or not log_y)]
+
+    def shown(point: tuple[float, float]) -> bool:  # a point the y axis can place
+        return math.isfinite(point[1]) and (point[1] > 0 or not log_y)
+
+    finite = [p for xs, ys, _, _ in lines for p in zip(xs, ys, strict=True) if shown(p)]
     if not finite:
         return None
     placed = marker_xs(spec, markers)
@@ -215,10 +212,9 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     x_caption = str(spec.get("x_label") or ("time since start" if x_time else "step"))
     parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
                  f'{_esc(x_caption)}{" (log y)" if log_y else ""}</text>')
-    for xs, ys, colour, faint in lines:
-        color = colour + FAINT_ALPHA if faint else colour
-        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
-        for drawn, run in groupby(zip(xs, ys, strict=True), key=lambda p: math.isfinite(p[1]) and (p[1] > 0 or not log_y)):
+    for xs, ys, color, faint in lines:
+        pts = [p for p in zip(xs, ys, strict=True) if shown(p)]
+        for drawn, run in groupby(zip(xs, ys, strict=True), key=shown):
             seg = [f"{sx(x):.1f},{sy(y):.1f}" for x, y in run] if drawn else []  # a gap breaks the line
             if len(seg) > 1:
                 parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{4 if faint else 1.5}" '
@@ -238,9 +234,19 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
             f'fill="{INK}">' + "".join(parts) + "</svg>")
 
 
-def drawn_series(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[str]:
-    """The spec's series that have points, in its order (each takes the next palette colour, as live)."""
-    return [n for n in spec.get("series", []) if n in series and len(series[n][1])]
+def _drawn(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]
+           ) -> list[tuple[str, str, bool]]:
+    """``(name, colour, faint)`` of each line of the chart and its legend, as live: the spec's series that have points,
+    each in the next palette colour, its smoothed twin a faint band in the same colour; a resumed run's earlier runs
+    (``.parent``) faint, in the training loss's colour."""
+    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
+    out = []
+    for i, name in enumerate(n for n in spec.get("series", []) if n in series and len(series[n][1])):
+        parent = name.endswith(".parent")
+        out.append((name, PALETTE[0 if parent else i % len(PALETTE)], parent))
+        if len(series.get(twins.get(name), ("", ()))[1]):
+            out.append((twins[name], PALETTE[i % len(PALETTE)], True))
+    return out
 
 
 def _chart_table(cells: list[str]) -> str:
@@ -256,14 +262,9 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
     if svg is None:
         return None
     labels = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
-    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     # the raw series and its smoothed twin (the light band) are both named, as in the live legend
-    named = [(n, colour) for i, raw in enumerate(drawn_series(spec, series)) for n, colour in
-             ((raw, PALETTE[0] + FAINT_ALPHA if raw.endswith(".parent") else PALETTE[i % len(PALETTE)]),
-              (twins.get(raw), PALETTE[i % len(PALETTE)] + FAINT_ALPHA))
-             if n is not None and n in series]
-    legend = " &nbsp; ".join(f'<span style="color:{colour}">&#9632;</span> {_esc(labels.get(n) or series_label(n))}'
-                             for n, colour in named)
+    legend = " &nbsp; ".join(f'<span style="color:{colour}{FAINT_ALPHA if faint else ""}">&#9632;</span> '
+                             f'{_esc(labels.get(n) or series_label(n))}' for n, colour, faint in _drawn(spec, series))
     notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOUR}">&#9660; {_esc(m.get("label", ""))} at step '
                     f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
                     for _, m in marker_xs(spec, markers))
