@@ -24,16 +24,14 @@ def run_id(monitor: Any) -> str | None:
 
 
 def obey(monitor: Any, content: Any) -> bool:
-    """Act on a front-end ``control`` message from this widget's comm; whether a live run took it. Never raises."""
-    try:
-        if not isinstance(content, dict) or content.get("kind") != "control" or monitor is None:
-            return False
-        ident, action = run_id(monitor), content.get("action")
-        if ident is None or content.get("run_id") != ident or action not in ACTIONS:
-            return False
-        return bool(getattr(monitor.controls, f"request_{action}")("button"))  # request_stop, request_checkpoint
-    except Exception:
+    """Act on a front-end ``control`` message from this widget's comm; whether a live run took it (the widget's
+    message handler guards the call)."""
+    if not isinstance(content, dict) or content.get("kind") != "control":
         return False
+    ident, action = run_id(monitor), content.get("action")
+    if ident is None or content.get("run_id") != ident or action not in ACTIONS:
+        return False
+    return bool(getattr(monitor.controls, f"request_{action}")("button"))  # request_stop, request_checkpoint
 
 
 def _message_path() -> tuple[bool, str | None]:
