@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -41,14 +41,14 @@ class ReplayFeed:
     """Decimated columns of a saved run's series and report series, fed record by record (a replay, a followed run).
 
     Series records carry ``x`` (``step`` when absent); the report series and the x map (widget/x_axis.py) come from
-    the ``interval`` records; the training loss's smoothed twin is folded over every step by the run's one rule (optim/smoothing.py). A
-    view of its own (a saved run is not the live stream). One thread.
+    the ``interval`` records; the training loss's smoothed twin is folded over every step by the run's one rule
+    (optim/smoothing.py). A view of its own (a saved run is not the live stream). One thread.
     """
 
-    def __init__(self, *, budget_points: int = DEFAULT_BUDGET_POINTS, x_map: XMap | None = None) -> None:
+    def __init__(self) -> None:
         self.views = SeriesViews()
-        self.views.subscribe("replay", budget_points=budget_points, twins=LossEma().twin)
-        self.x_map = x_map if x_map is not None else XMap()
+        self.views.subscribe("replay", budget_points=DEFAULT_BUDGET_POINTS, twins=LossEma().twin)
+        self.x_map = XMap()
         self._last_step = 0
         self._origin: int | None = None  # the step its axis starts from (docs/spec.md section 22)
 
@@ -79,20 +79,6 @@ class ReplayFeed:
         return history_columns(self.views.decimators, self.x_map, shown, points_total)
 
 
-def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
-                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None,
-                   earlier: Iterable[tuple[list[int], list[Any]]] = ()) -> list[SeriesColumns]:
-    """Decimated columns of every series of a saved run, plus the report series (:class:`ReplayFeed`) and the
-    ``earlier`` runs' training loss (a resumed run's, docs/spec.md section 22), the losses first, within
-    ``points_total``; the x map is added to ``x_map`` when given."""
-    feed = ReplayFeed(budget_points=budget_points, x_map=x_map)
-    for steps, values in earlier:
-        feed.views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
-    for e in events:
-        feed.take(e)
-    return feed.columns((*LOSS_NAMES, *SMOOTHED.values()), points_total)
-
-
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
     """``(state, columns, history frame)`` of a saved run, its log streamed once (at most ``REPLAY_MAX_BYTES``). A
     damaged run replays as ``unfinished`` with the reason among its warnings; ``FileNotFoundError``: no run there."""
@@ -100,15 +86,18 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     read = ReadStats()
     passport = dict(run.passport)
     try:
-        log = SavedLog()
-        x_map = XMap()
-        earlier = earlier_points(earlier_runs(run.dir, (passport.get("lineage") or {}).get("runs")))
-        columns = replay_columns(log.watch(_log_records(run.dir, read)), x_map=x_map, earlier=earlier)
+        log, feed = SavedLog(), ReplayFeed()
+        for steps, values in earlier_points(earlier_runs(run.dir, (passport.get("lineage") or {}).get("runs"))):
+            # a resumed run's earlier runs' training loss (docs/spec.md section 22)
+            feed.views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
+        for e in log.watch(_log_records(run.dir, read)):
+            feed.take(e)
+        columns = feed.columns((*LOSS_NAMES, *SMOOTHED.values()), REPLAY_POINTS_TOTAL)  # the losses first
         if read.bytes_left_out:
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
                                     f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
-        state = with_live_extras(build_state(facts_from_run(_shown(passport), log, str(run.dir), x_map)),
+        state = with_live_extras(build_state(facts_from_run(_shown(passport), log, str(run.dir), feed.x_map)),
                                  _saved_dashboard(run.dir))
     except Exception as exc:  # records of the wrong types: the run shows as damaged
         reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"
