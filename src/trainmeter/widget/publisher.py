@@ -252,9 +252,6 @@ class Publisher:
                 self.closed_whole = True
                 self.feed.release()
         finally:
-            from trainmeter.widget.attach import forget
-
-            forget(self)
             uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
             if uninstall is not None:
                 with contextlib.suppress(Exception):
