@@ -272,7 +272,7 @@ class OutputRef(TypedDict):
 
 # -- custom messages (docs/protocol.md section 2) -------------------------------------------------------
 class StatePatch(TypedDict):
-    """What changed since state ``base``: operations ``[path, value]`` (set) or ``[path]`` (delete), widget/patch.py."""
+    """What changed since state ``base``: operations ``[path, value]`` (set) or ``[path]`` (delete), widget/publisher.py diff."""
 
     rev: int
     base: int
