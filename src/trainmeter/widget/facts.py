@@ -145,9 +145,8 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
             steps, tokens, unit = launch.get("global_steps") or 0, launch.get("global_tokens"), launch.get("token_unit")
             missing = None if tokens is not None else NO_RANK_READ  # its launch (docs/spec.md section 19)
             train_rate, spp, session_rate = None, None, ratio(tokens, elapsed_s)
-    rss_bytes = getattr(memory, "rss_bytes", None)
-    if live and recent is not None and recent.rss_bytes is not None:
-        rss_bytes = recent.rss_bytes
+    rss_from = recent if live and getattr(recent, "rss_bytes", None) is not None else memory  # once a second, live
+    rss_bytes = getattr(rss_from, "rss_bytes", None)
     peak = max(x for x in (getattr(memory, "rss_peak_bytes", None), rss_bytes, 0) if x is not None) or None
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s, text_line=text_line, steps=steps, tokens=tokens,

@@ -43,10 +43,11 @@ def header_points(name: str) -> int:
     return -(-(len(json.dumps(name)) + 72) // POINT_BYTES)
 
 
-def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), most: int = MAX_SERIES_SENT,
+def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (),
               points_total: int | None = None) -> list[Decimator]:
-    """The decimators a frame carries, in their own order: all when they are at most ``most`` and their headers (with
-    two points each) fit in half of ``points_total``; else the recent rate, ``shown``, then the oldest, to a bound."""
+    """The decimators a frame carries, in their own order: all when they are at most :data:`MAX_SERIES_SENT` and their
+    headers (with two points each) fit in half of ``points_total``; else the recent rate, ``shown``, then the oldest,
+    to a bound."""
     room = None if points_total is None else points_total // 2
     picked: set[str] = set()
     spent = 0
@@ -54,7 +55,7 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
         if name in picked or name not in decimators:
             continue
         price = header_points(name) + 2
-        if len(picked) >= most or (room is not None and picked and spent + price > room):
+        if len(picked) >= MAX_SERIES_SENT or (room is not None and picked and spent + price > room):
             break
         picked.add(name)
         spent += price

@@ -313,8 +313,7 @@ class Publisher:
         finally:
             uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
             if uninstall is not None:
-                with contextlib.suppress(Exception):
-                    uninstall()
+                uninstall()  # never raises
         held.deliver()  # a Ctrl-C held back meanwhile: raised now, after the close
         if interrupted:
             raise KeyboardInterrupt

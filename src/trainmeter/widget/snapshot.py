@@ -88,7 +88,8 @@ def _header(state: dict[str, Any]) -> str:
             f'<td style="text-align:left;padding:2px 8px 2px 0;white-space:nowrap"><b style="font-size:14px">'
             f'{_esc(state.get("name", "run"))}</b></td>'
             f'<td data-tm="status" style="padding:2px 8px;color:{color};font-weight:600">{_esc(status)}</td>'
-            f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
+            f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">'
+            f'{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
             f'<td style="text-align:left;padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
             f"</tr></table>")
 
@@ -129,8 +130,8 @@ def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
             '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
             + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
             for t in chunk)
-        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
-                       for t in chunk)
+        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">'
+                       f"{_esc(_tile_note(t))}</td>" for t in chunk)
         rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
     return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
 

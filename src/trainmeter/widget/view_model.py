@@ -145,7 +145,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     out.append(rss)
     cuda = f.cuda or {}
     if cuda.get("allocated_bytes") is not None:
-        peak, total = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes"), cuda.get("device_total_bytes")
+        peak = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes")
+        total = cuda.get("device_total_bytes")
         sub = " · ".join(p for p in (f"peak {format_bytes(peak)}" if peak else "",
                                      f"of {format_bytes(total)}" if total else "") if p)
         out.append({"id": "cuda_memory", "label": "CUDA allocated", "value": cuda["allocated_bytes"],
