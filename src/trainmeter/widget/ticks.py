@@ -17,12 +17,7 @@ TICK_RULE: dict[str, Any] = {"max_ticks": MAX_TICKS, "min_ticks": MIN_TICKS, "li
 
 
 def _ticks_with_step(lo: float, hi: float, step: float) -> list[float]:
-    k = math.ceil(lo / step - 1e-9)
-    out = []
-    while k * step <= hi + step * 1e-9:
-        out.append(float(f"{k * step:.12g}"))
-        k += 1
-    return out
+    return [float(f"{k * step:.12g}") for k in range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1)]
 
 
 def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
@@ -65,7 +60,7 @@ def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float
         ticks = [v for v in values if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
         if i == 0 and len(ticks) < MIN_TICKS:  # under a decade or so: round linear values read better
             return linear_ticks(lo, hi, max_ticks=max_ticks)
-        if len(ticks) <= max_ticks and len(ticks) >= 2:
+        if 2 <= len(ticks) <= max_ticks:
             return ticks
     # many decades: every k-th power of ten
     e0, e1 = math.ceil(math.log10(lo)), math.floor(math.log10(hi))
