@@ -35,8 +35,10 @@ def attach_widget(monitor: Any) -> Publisher:
         previous = _LAST
     if previous is not None and previous.closed and not in_marimo():
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
-        # widget is still another cell's live view)
-        _close_comms(previous.widget)
+        # widget is still another cell's live view); its layout's comm too (ipywidgets keeps both open otherwise)
+        for w in (getattr(previous.widget, "layout", None), previous.widget):
+            with suppress(Exception):  # None (no layout) has no close
+                w.close()
     kernel = _kernel()
     if kernel is not None:  # Busy for the whole run, from before the widget's comm opens (the front end answers it)
         restore_route.guard_status(kernel, _live_running)  # never raises
@@ -80,13 +82,6 @@ def _live_running() -> bool:
     with _REGISTRY_LOCK:
         last = _LAST
     return last is not None and last.running
-
-
-def _close_comms(widget: Any) -> None:
-    """Close a finished widget's comms: its layout's and its own (ipywidgets keeps both open otherwise)."""
-    for w in (getattr(widget, "layout", None), widget):
-        with suppress(Exception):  # None (no layout) has no close
-            w.close()
 
 
 def live_publisher() -> Publisher | None:

@@ -130,16 +130,12 @@ def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
             '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
             + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
             for t in chunk)
+        # a missing value's reason (or the input that would enable it), as the live tile says; else its sub
+        notes = [t.get("missing") if t.get("value") is None and not t.get("text") else t.get("sub") for t in chunk]
         subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">'
-                       f"{_esc(_tile_note(t))}</td>" for t in chunk)
+                       f'{_esc(note or "")}</td>' for note in notes)
         rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
     return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
-
-
-def _tile_note(tile: dict[str, Any]) -> str:
-    if tile.get("value") is None and not tile.get("text"):
-        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
-    return str(tile.get("sub") or "")
 
 
 # -- charts ------------------------------------------------------------------------------------

@@ -54,15 +54,11 @@ class XMap:
         if step > self.steps[-1]:
             self._head = (float(step), float(tokens), max(float(t_s), self.times[-1]))
 
-    def _table(self) -> tuple[list[float], list[float], list[float]]:
-        if self._head is None:
-            return self.steps, self.tokens, self.times
-        s, k, t = self._head
-        return [*self.steps, s], [*self.tokens, k], [*self.times, t]
-
     def columns(self, x_kind: str, xs: Sequence[float]) -> dict[str, list[float]]:
         """``xs`` (of native kind ``x_kind``) on the other axes, by mode; NaN where the map cannot place one."""
-        steps, tokens, times = self._table()
+        steps, tokens, times = self.steps, self.tokens, self.times
+        if self._head is not None:  # the newest step read
+            steps, tokens, times = ([*c, h] for c, h in zip((steps, tokens, times), self._head, strict=True))
         if x_kind == "step":
             return dict(zip(("tokens", "time"), _interp(steps, xs, "extrapolate" if self.open_end else "none",
                                                         tokens, times), strict=True))
