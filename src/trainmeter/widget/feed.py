@@ -115,20 +115,17 @@ class SeriesFeed:
             for name, value in report_points(m.interval, session, m.memory).items():
                 if name not in m.series:
                     fresh |= self.views.extend(name, "time", [t_s], [value])
-        if now_s is not None:
-            if self._first_read_s is None:
-                self._first_read_s = now_s
-            self._cap_stream(now_s - self._first_read_s)
-        return fresh
-
-    def _cap_stream(self, elapsed_s: float) -> None:
-        """Coarsen each series whose raw points came faster than the stream carries (two points a bucket)."""
-        seconds = max(1.0, elapsed_s)
-        with self.views.lock:
+        if now_s is None:
+            return fresh
+        if self._first_read_s is None:
+            self._first_read_s = now_s
+        seconds = max(1.0, now_s - self._first_read_s)
+        with self.views.lock:  # a series faster than the stream carries (two points a bucket) is coarsened
             for d in self.decimators.values():
                 per_s = d.count / seconds
                 if 2 * per_s / d.width > STREAM_POINTS_PER_S:
                     d.coarsen(2 * per_s / STREAM_POINTS_PER_S)
+        return fresh
 
     def sample_recent(self) -> bool:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""

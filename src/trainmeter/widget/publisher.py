@@ -327,9 +327,16 @@ class Publisher:
             self._note_state(None)
             self._set("state", self.states.full)
 
-        def displays() -> None:
-            bundle = self._finish_displays(self.states.full)
-            if bundle is not None and self.restores_seen() > self._restores_at_start:  # restored while live
+        def displays() -> None:  # every live view becomes the static dashboard, re-mounted live (protocol section 4)
+            if not self.handles:
+                return
+            from trainmeter.widget.snapshot import snapshot_bundle
+
+            bundle = snapshot_bundle(self.states.full, self.feed.series_columns(),
+                                     mount_key=getattr(self.widget, "store_key", None))
+            for handle in self.handles:
+                handle.update(bundle, raw=True)
+            if self.restores_seen() > self._restores_at_start:  # restored while live
                 self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
 
         attach = getattr(self.widget, "attach", None)  # called with None: hello is answered from the history
@@ -351,14 +358,3 @@ class Publisher:
         """Restore requests the kernel's router diverted so far (0 without one)."""
         router = self.restore_router
         return 0 if router is None else int(router.diverted.get("kernel_info_request", 0))
-
-    def _finish_displays(self, state: dict[str, Any]) -> dict[str, Any] | None:
-        """Replace every live view by the static dashboard, re-mounted live (docs/protocol.md section 4)."""
-        if not self.handles:
-            return None
-        from trainmeter.widget.snapshot import snapshot_bundle
-
-        data = snapshot_bundle(state, self.feed.series_columns(), mount_key=getattr(self.widget, "store_key", None))
-        for handle in self.handles:
-            handle.update(data, raw=True)
-        return data

@@ -110,20 +110,10 @@ def tiles_html(all_tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
     """The tiles as a table, ``per_row`` a row, and one line for those folded: a tile whose value is missing for a
     reason about this machine (as js/src/tiles.ts folds and words them)."""
     folded = [t for t in all_tiles if t.get("not_here") and t.get("value") is None and not t.get("text")]
-    table = _tile_table([t for t in all_tiles if t not in folded], per_row)
-    if not folded:
-        return table
-    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
-                                                for t in folded)
-    return table + f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
-
-
-def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
-    if not tiles:
-        return ""
+    shown = [t for t in all_tiles if t not in folded]
     rows = []
-    for i in range(0, len(tiles), per_row):
-        chunk = tiles[i:i + per_row]
+    for i in range(0, len(shown), per_row):
+        chunk = shown[i:i + per_row]
         labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
                          f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
         values = "".join(
@@ -135,7 +125,12 @@ def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
         subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">'
                        f'{_esc(note or "")}</td>' for note in notes)
         rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
-    return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
+    table = f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>' if rows else ""
+    if not folded:
+        return table
+    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
+                                                for t in folded)
+    return table + f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
 
 
 # -- charts ------------------------------------------------------------------------------------
