@@ -207,8 +207,15 @@ class Publisher:
             self._send({"kind": "snapshot", "seq": self.feed.seq, "state": full}, [frame])
             return 1
         due_state = now - self._last_state_s >= self.state_interval_s
-        if self.keyframes and now >= self._next_keyframe_s:
-            return self._keyframe(now)
+        if self.keyframes and now >= self._next_keyframe_s:  # marimo: its front end loads late and says no hello
+            if not self._budget.allow(now):
+                return 0
+            self._next_keyframe_s = now + self._keyframe_gap_s
+            self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
+            self._note_state(now)
+            self._set("state", self.states.full)  # an equal dict sends nothing (traitlets compares)
+            self._set("history", self.feed.full_frame(include_open=False))
+            return 2
         if not (due_state or self.feed.pending) or not self._budget.allow(now):
             return 0
         content: dict[str, Any] = {"kind": "state"}
@@ -239,17 +246,6 @@ class Publisher:
         state = build_state(facts_from_monitor(self.monitor, recent=recent, x_map=self.feed.x_map))
         self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
         return self.states.note(state)
-
-    def _keyframe(self, now: float) -> int:
-        """marimo: the ``state`` and ``history`` traitlets set whole (its front end loads late and says no hello)."""
-        if not self._budget.allow(now):
-            return 0
-        self._next_keyframe_s = now + self._keyframe_gap_s
-        self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
-        self._note_state(now)
-        self._set("state", self.states.full)  # an equal dict sends nothing (traitlets compares)
-        self._set("history", self.feed.full_frame(include_open=False))
-        return 2
 
     # -- sends -------------------------------------------------------------------------------------
     def _send(self, content: dict[str, Any], buffers: list[bytes]) -> None:
