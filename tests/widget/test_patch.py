@@ -6,7 +6,7 @@ import json
 
 from tests.fixtures.make_state_v2 import FIXTURE
 from tests.widget.wire_types import apply
-from trainmeter.widget.patch import Revisions, diff
+from trainmeter.widget.publisher import Revisions, diff
 
 
 def _golden() -> dict:

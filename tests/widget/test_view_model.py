@@ -11,15 +11,8 @@ from trainmeter.core.throughput import interval_summary, session_summary
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.record.runs import load
-from trainmeter.widget.view_model import (
-    build_state,
-    facts_from_monitor,
-    facts_from_run,
-    progress,
-    report_points,
-    report_points_from_record,
-    summary_text,
-)
+from trainmeter.widget.facts import RunFacts, report_points, report_points_from_record
+from trainmeter.widget.view_model import build_state, facts_from_monitor, facts_from_run, progress, summary_text
 
 
 class _Ext:
@@ -84,16 +77,15 @@ def test_live_state_reads_every_number_from_the_monitor(run_root):
 
 
 def test_progress_uses_the_training_only_pace():
-    p = progress(steps=25, tokens=0, budget_steps=100, budget_tokens=None, seconds_per_step=0.5,
-                 train_tokens_per_s=None)
+    def facts(**kw: object) -> RunFacts:
+        return RunFacts(name="r", status="running", **kw)  # type: ignore[arg-type]
+
+    p = progress(facts(steps=25, tokens=0, budget_steps=100, seconds_per_step=0.5))
     assert p == {"fraction": 0.25, "eta_s": 37.5, "pace": "training-only", "label": "25 / 100 steps"}
-    p = progress(steps=1, tokens=5_000, budget_steps=None, budget_tokens=20_000, seconds_per_step=None,
-                 train_tokens_per_s=1_000.0)
+    p = progress(facts(steps=1, tokens=5_000, budget_tokens=20_000, train_tokens_per_s=1_000.0))
     assert p["fraction"] == 0.25 and p["eta_s"] == 15.0 and "tokens" in p["label"]
-    assert progress(steps=1, tokens=1, budget_steps=None, budget_tokens=None, seconds_per_step=1.0,
-                    train_tokens_per_s=1.0) is None
-    done = progress(steps=120, tokens=0, budget_steps=100, budget_tokens=None, seconds_per_step=None,
-                    train_tokens_per_s=None)
+    assert progress(facts(steps=1, tokens=1, seconds_per_step=1.0, train_tokens_per_s=1.0)) is None
+    done = progress(facts(steps=120, tokens=0, budget_steps=100))
     assert done["fraction"] == 1.0 and done["eta_s"] is None
 
 
@@ -365,7 +357,7 @@ def test_a_progress_label_never_shows_the_same_count_twice_for_different_counts(
     def label(**kw):
         args = {"steps": 0, "tokens": 0, "budget_steps": None, "budget_tokens": None, "seconds_per_step": 1.0,
                 "train_tokens_per_s": 1.0, **kw}
-        return progress(**args)["label"]
+        return progress(RunFacts(name="r", status="running", **args))["label"]
 
     assert label(steps=1_100, budget_steps=1_150) == "1,100 / 1,150 steps"
     assert label(tokens=12_300, budget_tokens=12_345) == "12.30k / 12.35k tokens"
@@ -373,7 +365,6 @@ def test_a_progress_label_never_shows_the_same_count_twice_for_different_counts(
 
 
 def test_an_alerts_sentence_shows_in_the_banner_not_again_among_the_warnings():
-    from trainmeter.widget.facts import RunFacts
     from trainmeter.widget.view_model import build_state
 
     alert = {"rule": "nan:stop", "action": "stop", "step": 3, "sentence": "alert nan:stop: the loss was nan",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainmeter.widget.frame import (
+    _ALIGN,
     _LITTLE,
     _PREFIX,
     FRAME_MAGIC,
@@ -17,7 +18,6 @@ from trainmeter.widget.frame import (
     X_KINDS,
     FrameError,
     SeriesColumns,
-    _padding_bytes,
 )
 from trainmeter.widget.x_axis import X_MODES
 
@@ -272,7 +272,7 @@ class OutputRef(TypedDict):
 
 # -- custom messages (docs/protocol.md section 2) -------------------------------------------------------
 class StatePatch(TypedDict):
-    """What changed since state ``base``: operations ``[path, value]`` (set) or ``[path]`` (delete), widget/patch.py."""
+    """What changed since state ``base``: operations ``[path, value]`` (set) or ``[path]`` (delete), widget/publisher.py diff."""
 
     rev: int
     base: int
@@ -383,7 +383,7 @@ def _read_header(data: memoryview) -> tuple[dict[str, Any], int]:
         raise FrameError(f"bad header: {exc}") from exc
     if not isinstance(header, dict) or header.get("v") != FRAME_VERSION:
         raise FrameError(f"unsupported frame header {header!r:.80}")
-    return header, end + _padding_bytes(header_len)
+    return header, end + (-end % _ALIGN)  # the zero bytes after the header
 
 
 def _read_column(data: memoryview, offset: int, n: int) -> array:

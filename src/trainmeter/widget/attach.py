@@ -17,8 +17,7 @@ from trainmeter.widget.host import in_marimo, ipython_shell
 from trainmeter.widget.publisher import Publisher
 from trainmeter.widget.view_model import build_state, facts_from_monitor
 
-_LIVE: Publisher | None = None
-_LAST: Publisher | None = None
+_LAST: Publisher | None = None  # the kernel's last widget run: live while its publisher runs
 _REGISTRY_LOCK = threading.Lock()
 _WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()  # publishers whose close is retried after a cell
 _REGISTERED: list[Any] = []  # the shell whose events hold our callback
@@ -26,26 +25,20 @@ _REGISTERED: list[Any] = []  # the shell whose events hold our callback
 fresh_in_child(globals(), "_REGISTRY_LOCK")  # a forked child makes its own (core/fork_locks.py)
 
 
-def forget(publisher: Publisher) -> None:
-    """Called by ``publisher.close()``: it is no longer the live one (it stays the last)."""
-    global _LIVE
-    with _REGISTRY_LOCK:
-        if _LIVE is publisher:
-            _LIVE = None
-
-
 def attach_widget(monitor: Any) -> Publisher:
     """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher, whose ``close()``
     must run at the cell's end; ``ImportError`` without anywidget/IPython."""
-    global _LIVE, _LAST
+    global _LAST
     from trainmeter.widget.widget import TrainmeterWidget
 
     with _REGISTRY_LOCK:
         previous = _LAST
-    if previous is not None and previous.closed and previous is not _LIVE and not in_marimo():
+    if previous is not None and previous.closed and not in_marimo():
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
-        # widget is still another cell's live view)
-        _close_comms(previous.widget)
+        # widget is still another cell's live view); its layout's comm too (ipywidgets keeps both open otherwise)
+        for w in (getattr(previous.widget, "layout", None), previous.widget):
+            with suppress(Exception):  # None (no layout) has no close
+                w.close()
     kernel = _kernel()
     if kernel is not None:  # Busy for the whole run, from before the widget's comm opens (the front end answers it)
         restore_route.guard_status(kernel, _live_running)  # never raises
@@ -61,7 +54,7 @@ def attach_widget(monitor: Any) -> Publisher:
     publisher.show()
     publisher.start()
     with _REGISTRY_LOCK:
-        _LIVE = _LAST = publisher
+        _LAST = publisher
     return publisher
 
 
@@ -87,21 +80,14 @@ def _request_text(part: str, key: str) -> str | None:
 
 def _live_running() -> bool:
     with _REGISTRY_LOCK:
-        live = _LIVE
-    return live is not None and live.running
-
-
-def _close_comms(widget: Any) -> None:
-    """Close a finished widget's comms: its layout's and its own (ipywidgets keeps both open otherwise)."""
-    for w in (getattr(widget, "layout", None), widget):
-        with suppress(Exception):  # None (no layout) has no close
-            w.close()
+        last = _LAST
+    return last is not None and last.running
 
 
 def live_publisher() -> Publisher | None:
     """The publisher of the run in progress, else of the last widget run in this kernel."""
     with _REGISTRY_LOCK:
-        return _LIVE or _LAST
+        return _LAST
 
 
 def watch_close(publisher: Any) -> None:

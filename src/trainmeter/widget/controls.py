@@ -14,7 +14,6 @@ NO_MESSAGES = "this kernel reads widget messages only between cells (ipykernel 6
 NO_MESSAGES_MARIMO = ("marimo passes a widget's messages to Python only between cells and serves no file for a "
                       "control file: tm.stop() from another thread, or an --alert rule, still stops the run")
 NO_FILE = "the run folder is not served for a control file"
-NO_FILE_WHY = {"hidden": " (a hidden folder: run with --dir runs)", "outside": " (outside the notebook's folder)"}
 
 
 def run_id(monitor: Any) -> str | None:
@@ -24,16 +23,14 @@ def run_id(monitor: Any) -> str | None:
 
 
 def obey(monitor: Any, content: Any) -> bool:
-    """Act on a front-end ``control`` message from this widget's comm; whether a live run took it. Never raises."""
-    try:
-        if not isinstance(content, dict) or content.get("kind") != "control" or monitor is None:
-            return False
-        ident, action = run_id(monitor), content.get("action")
-        if ident is None or content.get("run_id") != ident or action not in ACTIONS:
-            return False
-        return bool(getattr(monitor.controls, f"request_{action}")("button"))  # request_stop, request_checkpoint
-    except Exception:
+    """Act on a front-end ``control`` message from this widget's comm; whether a live run took it (the widget's
+    message handler guards the call)."""
+    if not isinstance(content, dict) or content.get("kind") != "control":
         return False
+    ident, action = run_id(monitor), content.get("action")
+    if ident is None or content.get("run_id") != ident or action not in ACTIONS:
+        return False
+    return bool(getattr(monitor.controls, f"request_{action}")("button"))  # request_stop, request_checkpoint
 
 
 def _message_path() -> tuple[bool, str | None]:
@@ -70,12 +67,13 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
         control_file = f"{rel}/control.json" if rel and run_id(monitor) and reason != NO_MESSAGES_MARIMO else None
         path = "message" if messages else ("file" if control_file else None)
         if path is None and live and reason not in (None, NO_MESSAGES_MARIMO):
-            reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if inside else 'outside']}"
+            why = "a hidden folder: run with --dir runs" if inside else "outside the notebook's folder"
+            reason = f"{reason}; {NO_FILE} ({why})"
         stopped = controls.stopped
         alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()
         return {
             "run_id": run_id(monitor), "live": live, "path": path, "reason": reason, "control_file": control_file,
-            "pending": dict(zip(("stop", "checkpoint"), controls.pending(), strict=True)),
+            "pending": dict(zip(ACTIONS, controls.pending(), strict=True)),
             "stopped": {"by": stopped.by, "step": stopped.step} if stopped is not None else None,
             "checkpoints": [c.to_dict() for c in controls.checkpoints[-MAX_LISTED:]],
             "refused": [dict(r) for r in controls.refused[-MAX_LISTED:]],

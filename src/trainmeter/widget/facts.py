@@ -4,6 +4,8 @@ and the *report series* (:data:`REPORT_SERIES`: one point per report, x = sessio
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
 # RunFacts' 38 fields, a third of this module's import, paid at a script run's finish (docs/spec.md section 20).
 import math
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,7 @@ from trainmeter.widget.controls import controls_state
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LIVE_STATUSES = ("starting", "running")
 DIVERGED_RATIO = 10.0
-UNKNOWN_KIND = "nan/inf"  # a saved run's record keeps that the point was not finite, not which
+UNKNOWN_KIND = "nan/inf"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,7 +39,6 @@ class RunFacts:
     budget_steps: int | None = None
     budget_tokens: int | None = None
     interval_s: float = 10.0
-    live: bool = True
     window_tokens: int | None = None
     window_train_s: float | None = None
     train_tokens_per_s: float | None = None
@@ -51,7 +52,7 @@ class RunFacts:
     loss_last: float | None = None
     loss_min: float | None = None
     loss_max: float | None = None
-    loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf": newest_nonfinite)
+    loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf")
     loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from optim/smoothing.py's MIN_POINTS)
     step_series: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -65,34 +66,23 @@ class RunFacts:
     x_map: Any = None  # the step -> tokens, seconds map (widget/x_axis.py XMap): markers' x on every axis
     controls: dict[str, Any] | None = None  # the buttons' path, pending requests, alerts (widget/controls.py)
 
+    @property
+    def live(self) -> bool:
+        """Whether the run is in progress (a saved run's never is)."""
+        return self.status in LIVE_STATUSES
 
-# -- how the training loss stands, said plainly (docs/spec.md section 12): the newest point's ``nan``/``inf`` when it
-# was not finite (never "no loss found" nor an earlier finite value), and the run's ``loss_state``, ``nonfinite`` or
-# ``diverged`` (the loss now above DIVERGED_RATIO times its lowest and at least half its highest: back up to where it
-# started or beyond, not a noisy step of a converged run), that colours the status. Pure, any thread.
-def nonfinite_text(value: float) -> str:
-    """``nan``, ``inf`` or ``-inf``: how Python prints the value (the text line's spelling)."""
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def newest_nonfinite(stats: Any) -> str | None:
-    """The live series' newest point as text (its :class:`~trainmeter.core.series.SeriesStats`) when not finite."""
-    value = stats.last_read
-    return None if value is None or math.isfinite(value) else nonfinite_text(value)
-
-
-def saved_nonfinite(entry: dict[str, Any]) -> str | None:
-    """A passport's ``series.train_loss`` entry: :data:`UNKNOWN_KIND` when its newest point was not finite."""
-    return UNKNOWN_KIND if entry.get("last") is None and entry.get("nonfinite") else None
-
-
-def loss_state(last: float | None, lowest: float | None, highest: float | None, nonfinite: str | None) -> str | None:
-    """``nonfinite``, ``diverged`` or ``None`` (the loss as it should be, or none read)."""
-    if nonfinite is not None:
-        return "nonfinite"
-    if None in (last, lowest, highest) or lowest <= 0:  # type: ignore[operator]
-        return None
-    return "diverged" if last > DIVERGED_RATIO * lowest and last >= highest / 2 else None  # type: ignore[operator]
+    @property
+    def loss_state(self) -> str | None:
+        """``nonfinite``, ``diverged`` or ``None`` (the loss as it should be, or none read): how the training loss
+        stands, said plainly (docs/spec.md section 12): the newest point was not finite, or the loss is now above
+        :data:`DIVERGED_RATIO` times its lowest and at least half its highest (back up to where it started or
+        beyond, not a noisy step of a converged run)."""
+        last, lowest, highest = self.loss_last, self.loss_min, self.loss_max
+        if self.loss_nonfinite is not None:
+            return "nonfinite"
+        if last is None or lowest is None or highest is None or lowest <= 0:
+            return None
+        return "diverged" if last > DIVERGED_RATIO * lowest and last >= highest / 2 else None
 
 
 # -- report series -------------------------------------------------------------------------
@@ -155,20 +145,19 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
             steps, tokens, unit = launch.get("global_steps") or 0, launch.get("global_tokens"), launch.get("token_unit")
             missing = None if tokens is not None else NO_RANK_READ  # its launch (docs/spec.md section 19)
             train_rate, spp, session_rate = None, None, ratio(tokens, elapsed_s)
-    rss_bytes = getattr(memory, "rss_bytes", None)
-    if live and recent is not None and recent.rss_bytes is not None:
-        rss_bytes = recent.rss_bytes
+    rss_from = recent if live and getattr(recent, "rss_bytes", None) is not None else memory  # once a second, live
+    rss_bytes = getattr(rss_from, "rss_bytes", None)
     peak = max(x for x in (getattr(memory, "rss_peak_bytes", None), rss_bytes, 0) if x is not None) or None
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s, text_line=text_line, steps=steps, tokens=tokens,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None, token_unit=unit, tokens_missing=missing,
-        budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens, interval_s=opts.interval_s, live=live,
+        budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens, interval_s=opts.interval_s,
         window_tokens=getattr(interval, "tokens", None), window_train_s=getattr(interval, "train_s", None),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=rss_bytes, rss_peak_bytes=peak,
         cuda=getattr(memory, "cuda", None), phases_s=phases_s, loss_last=getattr(stats, "last", None),
         loss_min=getattr(stats, "min", None), loss_max=getattr(stats, "max", None),
-        loss_points=stats.count if stats else 0, loss_nonfinite=newest_nonfinite(stats) if stats else None,
+        loss_points=stats.count if stats else 0, loss_nonfinite=_nonfinite(getattr(stats, "last_read", None)),
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step") + ((PARENT_LOSS,) if opts.resume else ()),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
@@ -188,19 +177,49 @@ def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str
     return f"{head}] {' | '.join(fields)}" if sep else line
 
 
-def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None,
-                   loss_points: int | None = None, x_map: Any = None) -> RunFacts:
-    """Gather facts from a saved run (passport and events.jsonl records; ``loss_points``: the train_loss points
-    the log holds, when ``events`` keeps only some of its series records; ``x_map``: the run's
-    :class:`~trainmeter.widget.x_axis.XMap`, from its reports)."""
-    start = next((e for e in events if e.get("kind") == "start"), {})
-    last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
-    opts = passport.get("options") or start.get("options") or {}
-    step_names = list(dict.fromkeys(e["name"] for e in events
-                                    if e.get("kind") == "series" and e.get("x", "step") == "step"))
-    step_names += [PARENT_LOSS] if opts.get("resume") else []  # the earlier runs' loss (docs/spec.md section 22)
+class SavedLog:
+    """What the saved-run facts read of a run log, folded record by record (the log is read once, never held): its
+    first ``start``, last report (``interval``), the verdicts of the last report that had any, the step series' names
+    and the training loss' points and last finite value. One thread."""
+
+    def __init__(self, events: Iterable[dict[str, Any]] = ()) -> None:
+        self.start: dict[str, Any] = {}
+        self.last: dict[str, Any] = {}
+        self.fired: list[Any] = []
+        self.step_names: dict[str, None] = {}  # in the order of their first record
+        self.loss_last: float | None = None
+        self.loss_points = 0  # the smoothed twin is drawn from its window on (optim/smoothing.py)
+        deque(self.watch(events), maxlen=0)  # fold them all
+
+    def watch(self, events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Pass ``events`` through, folding each."""
+        for e in events:
+            kind, name, values = e.get("kind"), e.get("name"), e.get("value")
+            if kind == "start" and not self.start:
+                self.start = e
+            elif kind == "series" and isinstance(name, str):
+                if e.get("x", "step") == "step":
+                    self.step_names.setdefault(name)
+                if name == "train_loss" and isinstance(values, list):
+                    self.loss_points += len(values)
+                    self.loss_last = next((float(v) for v in reversed(values) if isinstance(v, int | float)
+                                           and math.isfinite(v)), self.loss_last)
+            elif kind == "interval":
+                self.last = e
+                fired = (e.get("verdicts") or {}).get("fired")
+                self.fired = fired if isinstance(fired, list) else self.fired
+            yield e
+
+
+def facts_from_run(passport: dict[str, Any], events: Iterable[dict[str, Any]] | SavedLog, run_dir: str | None = None,
+                   x_map: Any = None) -> RunFacts:
+    """Gather facts from a saved run: its passport and run log (its records, or a :class:`SavedLog` of them);
+    ``x_map``: the run's :class:`~trainmeter.widget.x_axis.XMap`, from its reports."""
+    log = events if isinstance(events, SavedLog) else SavedLog(events)
+    opts = passport.get("options") or log.start.get("options") or {}
+    step_names = [*log.step_names, *([PARENT_LOSS] if opts.get("resume") else [])]  # the earlier runs' loss (s. 22)
     warnings = list(passport.get("warnings") or [])
-    src = passport or last  # a run without a passport: the figures of its last report
+    src = passport or log.last  # a run without a passport: the figures of its last report
     tp = src.get("throughput") or {}
     mem = src.get("memory") or {}
     phases_s, elapsed_s = dict(src.get("phases_s") or {}), float(src.get("elapsed_s") or 0.0)
@@ -210,16 +229,17 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     if passport:
         loss = (passport.get("series") or {}).get("train_loss") or {}
         status = str(passport.get("status", "completed"))
-        loss_last, loss_min, nonfinite = loss.get("last"), loss.get("min"), saved_nonfinite(loss)
-        loss_max = loss.get("max")
+        loss_last, loss_min, loss_max = loss.get("last"), loss.get("min"), loss.get("max")
+        # the record keeps that the newest point was not finite, not which
+        nonfinite = UNKNOWN_KIND if loss_last is None and loss.get("nonfinite") else None
     else:
         status = "interrupted"
-        loss_last, loss_min, loss_max, nonfinite = _last_value(events, "train_loss"), None, None, None
+        loss_last, loss_min, loss_max, nonfinite = log.loss_last, None, None, None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
     train_rate, session_rate, spp = (tp.get(k) for k in ("train_tokens_per_s", "session_tokens_per_s",
                                                          "seconds_per_step"))
-    verdicts = _saved_verdicts(passport, events)
+    verdicts = list(passport["verdicts"]) if isinstance(passport.get("verdicts"), list) else log.fired
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
     card, bar = [], None  # the compute wing's tiles and progress bar
@@ -232,31 +252,18 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     unit_word = None if tokens is None else "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
-        name=str(passport.get("name") or start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
+        name=str(passport.get("name") or log.start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
         run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit if tokens is not None else None,
         tokens_missing=src.get("tokens_missing") or (None if tokens is not None else NO_BATCH_READ),
         budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
-        interval_s=float(opts.get("interval_s") or 10.0), live=False,
+        interval_s=float(opts.get("interval_s") or 10.0),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
-        rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
-        loss_last=loss_last, loss_min=loss_min, loss_max=loss_max, loss_nonfinite=nonfinite, step_series=tuple(step_names), warnings=tuple(warnings),
-        loss_points=loss_points if loss_points is not None else sum(
-            len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
-        extra_tiles=tuple(card + _energy_tiles(passport)), progress_bar=bar, error=passport.get("error"),
-        markers=tuple(verdict_markers(verdicts)), x_map=x_map,
+        rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s, loss_last=loss_last,
+        loss_min=loss_min, loss_max=loss_max, loss_nonfinite=nonfinite, loss_points=log.loss_points,
+        step_series=tuple(step_names), warnings=tuple(warnings), extra_tiles=tuple(card + _energy_tiles(passport)),
+        progress_bar=bar, error=passport.get("error"), markers=tuple(verdict_markers(verdicts)), x_map=x_map,
     )
-
-
-def _saved_verdicts(passport: dict[str, Any], events: list[dict[str, Any]]) -> list[Any]:
-    """The passport's ``verdicts``, else those of the last report that had any (a run without a passport)."""
-    if isinstance(passport.get("verdicts"), list):
-        return list(passport["verdicts"])
-    for e in reversed(events):
-        fired = (e.get("verdicts") or {}).get("fired") if e.get("kind") == "interval" else None
-        if isinstance(fired, list):
-            return fired
-    return []
 
 
 def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
@@ -272,6 +279,7 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
         return []  # an odd passport loses the replay's energy tile, nothing else
 
 
-def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
-    return next((float(v) for e in reversed(events) if e.get("kind") == "series" and e.get("name") == name
-                 for v in reversed(e.get("value") or []) if v is not None and math.isfinite(v)), None)
+def _nonfinite(value: float | None) -> str | None:
+    """The live series' newest point as Python prints it (``nan``, ``inf``, ``-inf``: the text line's spelling) when
+    not finite."""
+    return None if value is None or math.isfinite(value) else repr(float(value))

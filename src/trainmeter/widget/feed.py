@@ -13,9 +13,10 @@ from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.decimate import Decimator, share_budget
+from trainmeter.widget.facts import report_points
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
-from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES, report_points
+from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES
 from trainmeter.widget.x_axis import X_MODES, XMAP_EVERY_S, XMap
 
 _FAR = 1 << 62
@@ -42,10 +43,11 @@ def header_points(name: str) -> int:
     return -(-(len(json.dumps(name)) + 72) // POINT_BYTES)
 
 
-def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), most: int = MAX_SERIES_SENT,
+def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (),
               points_total: int | None = None) -> list[Decimator]:
-    """The decimators a frame carries, in their own order: all when they are at most ``most`` and their headers (with
-    two points each) fit in half of ``points_total``; else the recent rate, ``shown``, then the oldest, to a bound."""
+    """The decimators a frame carries, in their own order: all when they are at most :data:`MAX_SERIES_SENT` and their
+    headers (with two points each) fit in half of ``points_total``; else the recent rate, ``shown``, then the oldest,
+    to a bound."""
     room = None if points_total is None else points_total // 2
     picked: set[str] = set()
     spent = 0
@@ -53,7 +55,7 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
         if name in picked or name not in decimators:
             continue
         price = header_points(name) + 2
-        if len(picked) >= most or (room is not None and picked and spent + price > room):
+        if len(picked) >= MAX_SERIES_SENT or (room is not None and picked and spent + price > room):
             break
         picked.add(name)
         spent += price
@@ -113,20 +115,17 @@ class SeriesFeed:
             for name, value in report_points(m.interval, session, m.memory).items():
                 if name not in m.series:
                     fresh |= self.views.extend(name, "time", [t_s], [value])
-        if now_s is not None:
-            if self._first_read_s is None:
-                self._first_read_s = now_s
-            self._cap_stream(now_s - self._first_read_s)
-        return fresh
-
-    def _cap_stream(self, elapsed_s: float) -> None:
-        """Coarsen each series whose raw points came faster than the stream carries (two points a bucket)."""
-        seconds = max(1.0, elapsed_s)
-        with self.views.lock:
+        if now_s is None:
+            return fresh
+        if self._first_read_s is None:
+            self._first_read_s = now_s
+        seconds = max(1.0, now_s - self._first_read_s)
+        with self.views.lock:  # a series faster than the stream carries (two points a bucket) is coarsened
             for d in self.decimators.values():
                 per_s = d.count / seconds
                 if 2 * per_s / d.width > STREAM_POINTS_PER_S:
                     d.coarsen(2 * per_s / STREAM_POINTS_PER_S)
+        return fresh
 
     def sample_recent(self) -> bool:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""

@@ -38,11 +38,6 @@ class SeriesColumns:
     mapped: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
 
-def _padding_bytes(header_len: int) -> int:
-    """Return how many zero bytes follow a header of ``header_len`` bytes."""
-    return -(_PREFIX.size + header_len) % _ALIGN
-
-
 def _to_le_bytes(values: Sequence[float]) -> bytes:
     little = _LITTLE and isinstance(values, array) and values.typecode == "d"
     column = values if little else array("d", values)  # a copy where it is swapped: never the caller's
@@ -73,7 +68,7 @@ def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
         chunks.append(_to_le_bytes(s.ys))
     header = json.dumps({"v": FRAME_VERSION, "seq": int(seq), "series": entries}, separators=(",", ":"),
                         ensure_ascii=False).encode("utf-8")
-    parts = [_PREFIX.pack(FRAME_MAGIC, len(header)), header, b"\0" * _padding_bytes(len(header))]
+    parts = [_PREFIX.pack(FRAME_MAGIC, len(header)), header, b"\0" * (-(_PREFIX.size + len(header)) % _ALIGN)]
     return b"".join(parts + chunks)
 
 

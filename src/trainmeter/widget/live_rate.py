@@ -106,16 +106,16 @@ class RecentRate:
 
     def note_clock(self, session_s: float, train_s: float) -> None:
         """Add a phase-clock sample: session seconds now and training-only seconds so far."""
-        if self._clock and session_s <= self._clock[-1][0]:
+        if session_s <= self._clock[-1][0]:  # the clock holds a sample from the start on
             return
-        self._clock.append((float(session_s), max(float(train_s), self._clock[-1][1] if self._clock else 0.0)))
+        self._clock.append((float(session_s), max(float(train_s), self._clock[-1][1])))
         while len(self._clock) > 2 and self._clock[1][0] <= self._start_s:
             self._clock.popleft()  # keep one sample at or before the window's start
 
     def train_s_at(self, session_s: float) -> float | None:
         """Training-only seconds at ``session_s``, interpolated between samples (``None`` past the last)."""
         samples = self._clock
-        if not samples or session_s > samples[-1][0]:
+        if session_s > samples[-1][0]:
             return None
         i = bisect_left(samples, session_s, key=lambda sample: sample[0])  # the first sample at or after it
         if i == 0:

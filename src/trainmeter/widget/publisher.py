@@ -21,7 +21,6 @@ from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.core.threads import OurThread
 from trainmeter.widget.dashboard_file import save_dashboard
 from trainmeter.widget.feed import SeriesFeed, shown_series
-from trainmeter.widget.patch import Revisions
 from trainmeter.widget.view_model import build_state, facts_from_monitor
 
 TICK_S = 0.5
@@ -46,6 +45,66 @@ class MessageBudget:
             return False
         self._sent.append(now_s)
         return True
+
+
+Path = list[str | int]
+Op = list[Any]  # [path] (delete) or [path, value] (set)
+
+
+def diff(old: Any, new: Any) -> list[Op]:
+    """State patches (docs/protocol.md section 2): the operations that turn ``old`` into ``new`` (both JSON-like;
+    ``[]`` when equal); a bool that becomes a number is sent; js/src/statestore.ts applies them (tests/widget/
+    test_patch.py ``apply``: the same rule). Pure."""
+    ops: list[Op] = []
+    _diff(old, new, [], ops)
+    return ops
+
+
+def _diff(a: Any, b: Any, path: Path, ops: list[Op]) -> None:
+    if a is b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a == b:
+            return
+        kept_a = [k for k in a if k in b]
+        kept_b = [k for k in b if k in a]
+        added = [k for k in b if k not in a]
+        if kept_a != kept_b or (added and list(b)[-len(added):] != added):  # the order changed: set whole
+            ops.append([path, b])
+            return
+        ops.extend([[*path, k]] for k in a if k not in b)
+        for k, v in b.items():
+            if k in a:
+                _diff(a[k], v, [*path, k], ops)
+            else:
+                ops.append([[*path, k], v])
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        if a == b:
+            return
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _diff(x, y, [*path, i], ops)
+    elif a != b or isinstance(a, bool) != isinstance(b, bool):  # True == 1 in Python, not in JSON
+        ops.append([path, b])
+
+
+class Revisions:
+    """The state a front end holds, numbered from ``start``'s ``rev`` (else 0): each new state is sent as a patch of
+    the last (docs/protocol.md). ``full``: the last state noted, whole, with its ``rev`` (replaced, never mutated:
+    any thread may read it)."""
+
+    def __init__(self, start: dict[str, Any]) -> None:
+        self.last = dict(start)
+        self.rev = int(self.last.get("rev") or 0)
+        self.full: dict[str, Any] | None = None
+
+    def note(self, state: dict[str, Any]) -> list[Op]:
+        """Take ``state`` as the front end's next one; returns the patch from the last (``[]``: unchanged)."""
+        ops = diff(self.last, state)
+        if ops or self.full is None:
+            self.rev += bool(ops)
+            self.last = state
+            self.full = {**state, "rev": self.rev}
+        return ops
 
 
 class Publisher:
@@ -148,8 +207,15 @@ class Publisher:
             self._send({"kind": "snapshot", "seq": self.feed.seq, "state": full}, [frame])
             return 1
         due_state = now - self._last_state_s >= self.state_interval_s
-        if self.keyframes and now >= self._next_keyframe_s:
-            return self._keyframe(now)
+        if self.keyframes and now >= self._next_keyframe_s:  # marimo: its front end loads late and says no hello
+            if not self._budget.allow(now):
+                return 0
+            self._next_keyframe_s = now + self._keyframe_gap_s
+            self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
+            self._note_state(now)
+            self._set("state", self.states.full)  # an equal dict sends nothing (traitlets compares)
+            self._set("history", self.feed.full_frame(include_open=False))
+            return 2
         if not (due_state or self.feed.pending) or not self._budget.allow(now):
             return 0
         content: dict[str, Any] = {"kind": "state"}
@@ -180,17 +246,6 @@ class Publisher:
         state = build_state(facts_from_monitor(self.monitor, recent=recent, x_map=self.feed.x_map))
         self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
         return self.states.note(state)
-
-    def _keyframe(self, now: float) -> int:
-        """marimo: the ``state`` and ``history`` traitlets set whole (its front end loads late and says no hello)."""
-        if not self._budget.allow(now):
-            return 0
-        self._next_keyframe_s = now + self._keyframe_gap_s
-        self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
-        self._note_state(now)
-        self._set("state", self.states.full)  # an equal dict sends nothing (traitlets compares)
-        self._set("history", self.feed.full_frame(include_open=False))
-        return 2
 
     # -- sends -------------------------------------------------------------------------------------
     def _send(self, content: dict[str, Any], buffers: list[bytes]) -> None:
@@ -252,13 +307,9 @@ class Publisher:
                 self.closed_whole = True
                 self.feed.release()
         finally:
-            from trainmeter.widget.attach import forget
-
-            forget(self)
             uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
             if uninstall is not None:
-                with contextlib.suppress(Exception):
-                    uninstall()
+                uninstall()  # never raises
         held.deliver()  # a Ctrl-C held back meanwhile: raised now, after the close
         if interrupted:
             raise KeyboardInterrupt
@@ -272,9 +323,16 @@ class Publisher:
             self._note_state(None)
             self._set("state", self.states.full)
 
-        def displays() -> None:
-            bundle = self._finish_displays(self.states.full)
-            if bundle is not None and self.restores_seen() > self._restores_at_start:  # restored while live
+        def displays() -> None:  # every live view becomes the static dashboard, re-mounted live (protocol section 4)
+            if not self.handles:
+                return
+            from trainmeter.widget.snapshot import snapshot_bundle
+
+            bundle = snapshot_bundle(self.states.full, self.feed.series_columns(),
+                                     mount_key=getattr(self.widget, "store_key", None))
+            for handle in self.handles:
+                handle.update(bundle, raw=True)
+            if self.restores_seen() > self._restores_at_start:  # restored while live
                 self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
 
         attach = getattr(self.widget, "attach", None)  # called with None: hello is answered from the history
@@ -296,14 +354,3 @@ class Publisher:
         """Restore requests the kernel's router diverted so far (0 without one)."""
         router = self.restore_router
         return 0 if router is None else int(router.diverted.get("kernel_info_request", 0))
-
-    def _finish_displays(self, state: dict[str, Any]) -> dict[str, Any] | None:
-        """Replace every live view by the static dashboard, re-mounted live (docs/protocol.md section 4)."""
-        if not self.handles:
-            return None
-        from trainmeter.widget.snapshot import snapshot_bundle
-
-        data = snapshot_bundle(state, self.feed.series_columns(), mount_key=getattr(self.widget, "store_key", None))
-        for handle in self.handles:
-            handle.update(data, raw=True)
-        return data

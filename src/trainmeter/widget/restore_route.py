@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
@@ -37,7 +38,7 @@ class RestoreRouter:
         self.kernel = kernel
         self.comm_ids: set[str] = set()
         self.control_comm_ids: set[str] = set()
-        self.diverted: dict[str, int] = {}
+        self.diverted: Counter[str] = Counter()
         self.subshell_id: str | None = None
         self.stream: Any = None  # the shell stream whose callback install replaced
         self.loop: Any = None  # the shell-channel thread's IO loop (owns the stream)
@@ -123,8 +124,7 @@ class RestoreRouter:
             self.subshell_id = manager._create_subshell()  # on the shell-channel thread, as ipykernel does
         socket = manager.get_shell_channel_to_subshell_socket(self.subshell_id)
         frames = readdress(session, idents, rest, self.subshell_id)
-        msg_type = str(header.get("msg_type"))
-        self.diverted[msg_type] = self.diverted.get(msg_type, 0) + 1
+        self.diverted[str(header.get("msg_type"))] += 1
         return socket, frames
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -23,18 +23,12 @@ from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
+from trainmeter.widget.facts import SavedLog, report_points_from_record
 from trainmeter.widget.feed import history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
-from trainmeter.widget.view_model import (
-    LOSS_NAMES,
-    build_state,
-    facts_from_monitor,
-    facts_from_run,
-    report_points_from_record,
-    summary_text,
-)
+from trainmeter.widget.view_model import LOSS_NAMES, build_state, facts_from_monitor, facts_from_run, summary_text
 from trainmeter.widget.x_axis import XMap, report_mapping
 
 REPLAY_POINTS_TOTAL = 6000
@@ -47,14 +41,14 @@ class ReplayFeed:
     """Decimated columns of a saved run's series and report series, fed record by record (a replay, a followed run).
 
     Series records carry ``x`` (``step`` when absent); the report series and the x map (widget/x_axis.py) come from
-    the ``interval`` records; the training loss's smoothed twin is folded over every step by the run's one rule (optim/smoothing.py). A
-    view of its own (a saved run is not the live stream). One thread.
+    the ``interval`` records; the training loss's smoothed twin is folded over every step by the run's one rule
+    (optim/smoothing.py). A view of its own (a saved run is not the live stream). One thread.
     """
 
-    def __init__(self, *, budget_points: int = DEFAULT_BUDGET_POINTS, x_map: XMap | None = None) -> None:
+    def __init__(self) -> None:
         self.views = SeriesViews()
-        self.views.subscribe("replay", budget_points=budget_points, twins=LossEma().twin)
-        self.x_map = x_map if x_map is not None else XMap()
+        self.views.subscribe("replay", budget_points=DEFAULT_BUDGET_POINTS, twins=LossEma().twin)
+        self.x_map = XMap()
         self._last_step = 0
         self._origin: int | None = None  # the step its axis starts from (docs/spec.md section 22)
 
@@ -85,20 +79,6 @@ class ReplayFeed:
         return history_columns(self.views.decimators, self.x_map, shown, points_total)
 
 
-def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
-                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None,
-                   earlier: Iterable[tuple[list[int], list[Any]]] = ()) -> list[SeriesColumns]:
-    """Decimated columns of every series of a saved run, plus the report series (:class:`ReplayFeed`) and the
-    ``earlier`` runs' training loss (a resumed run's, docs/spec.md section 22), the losses first, within
-    ``points_total``; the x map is added to ``x_map`` when given."""
-    feed = ReplayFeed(budget_points=budget_points, x_map=x_map)
-    for steps, values in earlier:
-        feed.views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
-    for e in events:
-        feed.take(e)
-    return feed.columns((*LOSS_NAMES, *SMOOTHED.values()), points_total)
-
-
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
     """``(state, columns, history frame)`` of a saved run, its log streamed once (at most ``REPLAY_MAX_BYTES``). A
     damaged run replays as ``unfinished`` with the reason among its warnings; ``FileNotFoundError``: no run there."""
@@ -106,16 +86,18 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     read = ReadStats()
     passport = dict(run.passport)
     try:
-        kept = _FactsRecords()
-        x_map = XMap()
-        earlier = earlier_points(earlier_runs(run.dir, (passport.get("lineage") or {}).get("runs")))
-        columns = replay_columns(kept.watch(_log_records(run.dir, read)), x_map=x_map, earlier=earlier)
+        log, feed = SavedLog(), ReplayFeed()
+        for steps, values in earlier_points(earlier_runs(run.dir, (passport.get("lineage") or {}).get("runs"))):
+            # a resumed run's earlier runs' training loss (docs/spec.md section 22)
+            feed.views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
+        for e in log.watch(_log_records(run.dir, read)):
+            feed.take(e)
+        columns = feed.columns((*LOSS_NAMES, *SMOOTHED.values()), REPLAY_POINTS_TOTAL)  # the losses first
         if read.bytes_left_out:
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
                                     f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
-        state = with_live_extras(build_state(facts_from_run(_shown(passport), kept.records, run_dir=str(run.dir),
-                                                            loss_points=kept.loss_points, x_map=x_map)),
+        state = with_live_extras(build_state(facts_from_run(_shown(passport), log, str(run.dir), feed.x_map)),
                                  _saved_dashboard(run.dir))
     except Exception as exc:  # records of the wrong types: the run shows as damaged
         reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"
@@ -139,46 +121,6 @@ def _shown(passport: dict[str, Any]) -> dict[str, Any]:
     warnings = [w for w in passport.get("warnings") or [] if isinstance(w, str)]
     first = [] if any(str(reason) in w for w in warnings) else [f"damaged: {reason}"]
     return {**passport, "status": "unfinished", "warnings": first + warnings}
-
-
-class _FactsRecords:
-    """The few records of a run log the saved-run facts read (start, last reports, step-series names, last loss)."""
-
-    def __init__(self) -> None:
-        self._start: Record | None = None
-        self._names: dict[str, Record] = {}
-        self._loss: Record | None = None
-        self._fired: Record | None = None
-        self._last: Record | None = None
-        self.loss_points = 0  # train_loss points in the log (the smoothed twin is drawn from its window on)
-
-    def watch(self, events: Iterable[Record]) -> Iterator[Record]:
-        """Pass ``events`` through, keeping what :attr:`records` returns."""
-        for e in events:
-            kind = e.get("kind")
-            if kind == "start" and self._start is None:
-                self._start = e
-            elif kind == "series":
-                name = e.get("name")
-                if e.get("x", "step") == "step" and isinstance(name, str) and name not in self._names:
-                    stub = {"kind": "series", "name": name, "x": "step", "value": []}
-                    self._names[name] = stub  # type: ignore[assignment]
-                if name == "train_loss" and isinstance(e.get("value"), list):
-                    self.loss_points += len(e["value"])
-                    if any(isinstance(v, int | float) and math.isfinite(v) for v in e["value"]):
-                        self._loss = e
-            elif kind == "interval":
-                self._last = e
-                if isinstance((e.get("verdicts") or {}).get("fired"), list):
-                    self._fired = e
-            yield e
-
-    @property
-    def records(self) -> list[Record]:
-        """The kept records, in the log's order of what the facts look for."""
-        fired = self._fired if self._fired is not self._last else None
-        kept = [self._start, *self._names.values(), self._loss, fired, self._last]
-        return [r for r in kept if r is not None]
 
 
 def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:

@@ -88,7 +88,8 @@ def _header(state: dict[str, Any]) -> str:
             f'<td style="text-align:left;padding:2px 8px 2px 0;white-space:nowrap"><b style="font-size:14px">'
             f'{_esc(state.get("name", "run"))}</b></td>'
             f'<td data-tm="status" style="padding:2px 8px;color:{color};font-weight:600">{_esc(status)}</td>'
-            f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
+            f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">'
+            f'{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
             f'<td style="text-align:left;padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
             f"</tr></table>")
 
@@ -109,36 +110,27 @@ def tiles_html(all_tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
     """The tiles as a table, ``per_row`` a row, and one line for those folded: a tile whose value is missing for a
     reason about this machine (as js/src/tiles.ts folds and words them)."""
     folded = [t for t in all_tiles if t.get("not_here") and t.get("value") is None and not t.get("text")]
-    table = _tile_table([t for t in all_tiles if t not in folded], per_row)
-    if not folded:
-        return table
-    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
-                                                for t in folded)
-    return table + f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
-
-
-def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
-    if not tiles:
-        return ""
+    shown = [t for t in all_tiles if t not in folded]
     rows = []
-    for i in range(0, len(tiles), per_row):
-        chunk = tiles[i:i + per_row]
+    for i in range(0, len(shown), per_row):
+        chunk = shown[i:i + per_row]
         labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
                          f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
         values = "".join(
             '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
             + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
             for t in chunk)
-        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
-                       for t in chunk)
+        # a missing value's reason (or the input that would enable it), as the live tile says; else its sub
+        notes = [t.get("missing") if t.get("value") is None and not t.get("text") else t.get("sub") for t in chunk]
+        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">'
+                       f'{_esc(note or "")}</td>' for note in notes)
         rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
-    return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
-
-
-def _tile_note(tile: dict[str, Any]) -> str:
-    if tile.get("value") is None and not tile.get("text"):
-        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
-    return str(tile.get("sub") or "")
+    table = f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>' if rows else ""
+    if not folded:
+        return table
+    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
+                                                for t in folded)
+    return table + f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
 
 
 # -- charts ------------------------------------------------------------------------------------
@@ -154,20 +146,17 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
               markers: Sequence[dict[str, Any]] = ()) -> str | None:
     """A standalone SVG document for one chart spec, or ``None`` without data; ``markers`` (``state["markers"]``) of
     this chart drawn as a dashed vertical line where the verdict began, the marker's short label on top."""
-    lines = []  # (xs, ys, colour, faint): the raw series as read, its smoothed twin a light band over it
-    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
-    for i, name in enumerate(drawn_series(spec, series)):
-        twin = twins.get(name)
-        smoothed = twin is not None and len(series.get(twin, ("", ()))[1]) > 0
-        parent = name.endswith(".parent")  # a resumed run's earlier runs: faint, in the training loss's colour
-        for drawn, faint in ((name, parent), (twin if smoothed else None, True)):
-            if drawn is not None:
-                xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
-                lines.append((list(xs), list(ys), PALETTE[0 if parent else i % len(PALETTE)], faint))
+    lines = []  # (xs, ys, colour): the raw series as read, its smoothed twin a light band over it
+    for name, colour, faint in _drawn(spec, series):
+        xs, ys = decimate(series[name][1], series[name][2], CHART_POINTS)
+        lines.append((list(xs), list(ys), colour + FAINT_ALPHA if faint else colour, faint))
     # a constant (an lr never scheduled) on a log axis reads as nothing: a linear one, as live (js/src/chartoptions.ts)
     log_y = bool(spec.get("log_y")) and len({y for _, ys, _, _ in lines for y in ys if math.isfinite(y)}) > 1
-    finite = [(x, y) for xs, ys, _, _ in lines for x, y in zip(xs, ys, strict=True)
-              if math.isfinite(y) and (y > 0 or not log_y)]
+
+    def shown(point: tuple[float, float]) -> bool:  # a point the y axis can place
+        return math.isfinite(point[1]) and (point[1] > 0 or not log_y)
+
+    finite = [p for xs, ys, _, _ in lines for p in zip(xs, ys, strict=True) if shown(p)]
     if not finite:
         return None
     placed = marker_xs(spec, markers)
@@ -215,10 +204,9 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     x_caption = str(spec.get("x_label") or ("time since start" if x_time else "step"))
     parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
                  f'{_esc(x_caption)}{" (log y)" if log_y else ""}</text>')
-    for xs, ys, colour, faint in lines:
-        color = colour + FAINT_ALPHA if faint else colour
-        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
-        for drawn, run in groupby(zip(xs, ys, strict=True), key=lambda p: math.isfinite(p[1]) and (p[1] > 0 or not log_y)):
+    for xs, ys, color, faint in lines:
+        pts = [p for p in zip(xs, ys, strict=True) if shown(p)]
+        for drawn, run in groupby(zip(xs, ys, strict=True), key=shown):
             seg = [f"{sx(x):.1f},{sy(y):.1f}" for x, y in run] if drawn else []  # a gap breaks the line
             if len(seg) > 1:
                 parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{4 if faint else 1.5}" '
@@ -238,9 +226,19 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
             f'fill="{INK}">' + "".join(parts) + "</svg>")
 
 
-def drawn_series(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[str]:
-    """The spec's series that have points, in its order (each takes the next palette colour, as live)."""
-    return [n for n in spec.get("series", []) if n in series and len(series[n][1])]
+def _drawn(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]
+           ) -> list[tuple[str, str, bool]]:
+    """``(name, colour, faint)`` of each line of the chart and its legend, as live: the spec's series that have points,
+    each in the next palette colour, its smoothed twin a faint band in the same colour; a resumed run's earlier runs
+    (``.parent``) faint, in the training loss's colour."""
+    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
+    out = []
+    for i, name in enumerate(n for n in spec.get("series", []) if n in series and len(series[n][1])):
+        parent = name.endswith(".parent")
+        out.append((name, PALETTE[0 if parent else i % len(PALETTE)], parent))
+        if len(series.get(twins.get(name), ("", ()))[1]):
+            out.append((twins[name], PALETTE[i % len(PALETTE)], True))
+    return out
 
 
 def _chart_table(cells: list[str]) -> str:
@@ -256,14 +254,9 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
     if svg is None:
         return None
     labels = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
-    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     # the raw series and its smoothed twin (the light band) are both named, as in the live legend
-    named = [(n, colour) for i, raw in enumerate(drawn_series(spec, series)) for n, colour in
-             ((raw, PALETTE[0] + FAINT_ALPHA if raw.endswith(".parent") else PALETTE[i % len(PALETTE)]),
-              (twins.get(raw), PALETTE[i % len(PALETTE)] + FAINT_ALPHA))
-             if n is not None and n in series]
-    legend = " &nbsp; ".join(f'<span style="color:{colour}">&#9632;</span> {_esc(labels.get(n) or series_label(n))}'
-                             for n, colour in named)
+    legend = " &nbsp; ".join(f'<span style="color:{colour}{FAINT_ALPHA if faint else ""}">&#9632;</span> '
+                             f'{_esc(labels.get(n) or series_label(n))}' for n, colour, faint in _drawn(spec, series))
     notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOUR}">&#9660; {_esc(m.get("label", ""))} at step '
                     f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
                     for _, m in marker_xs(spec, markers))

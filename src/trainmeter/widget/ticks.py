@@ -16,15 +16,6 @@ TICK_RULE: dict[str, Any] = {"max_ticks": MAX_TICKS, "min_ticks": MIN_TICKS, "li
                         "log_steps": [list(m) for m in _LOG_MULTS]}
 
 
-def _ticks_with_step(lo: float, hi: float, step: float) -> list[float]:
-    k = math.ceil(lo / step - 1e-9)
-    out = []
-    while k * step <= hi + step * 1e-9:
-        out.append(float(f"{k * step:.12g}"))
-        k += 1
-    return out
-
-
 def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
     """Round values inside ``[lo, hi]``: 4 to ``max_ticks`` of them, 5 when possible, stepping 1, 2, 5 (or 2.5
     when nothing else fits) times a power of ten: ``(2.13, 2.61)`` -> 2.2 to 2.6 by 0.1 (more in ticks_v1.json)."""
@@ -38,7 +29,9 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
     best: tuple[float, list[float]] | None = None
     for power in range(top - 2, top + 2):
         for rank, mult in enumerate(LINEAR_STEPS):
-            ticks = _ticks_with_step(lo, hi, mult * 10.0 ** power)
+            step = mult * 10.0**power
+            inside = range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1)  # its multiples in the span
+            ticks = [float(f"{k * step:.12g}") for k in inside]
             if not 2 <= len(ticks) <= max_ticks:
                 continue
             # 4..max_ticks labels first (5 best), then as many as fit; 2.5 steps only when they help
@@ -65,7 +58,7 @@ def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float
         ticks = [v for v in values if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
         if i == 0 and len(ticks) < MIN_TICKS:  # under a decade or so: round linear values read better
             return linear_ticks(lo, hi, max_ticks=max_ticks)
-        if len(ticks) <= max_ticks and len(ticks) >= 2:
+        if 2 <= len(ticks) <= max_ticks:
             return ticks
     # many decades: every k-th power of ten
     e0, e1 = math.ceil(math.log10(lo)), math.floor(math.log10(hi))

@@ -27,7 +27,6 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
     RunFacts,
     facts_from_monitor,
     facts_from_run,
-    loss_state,
     report_points,
     report_points_from_record,
 )
@@ -44,23 +43,21 @@ RECENT_TRAIN_SERIES = "recent_train_tokens_per_s"  # its training-only rate over
 
 
 # -- the state --------------------------------------------------------------------------------
-def progress(*, steps: int, tokens: int | None, budget_steps: int | None, budget_tokens: int | None,
-             seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str | None = "tokens",
-             live: bool = True, recent: Any = None) -> dict[str, Any] | None:
+def progress(f: RunFacts) -> dict[str, Any] | None:
     """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py): at the recent
     wall-clock pace while live with ``recent`` figures, else at the last report's training-only pace."""
-    if budget_steps:
-        done, budget, unit, label_unit = steps, budget_steps, "steps", "steps"
-        training = 1.0 / seconds_per_step if seconds_per_step else None
-    elif budget_tokens and tokens is not None:
-        done, budget, unit, label_unit = tokens, budget_tokens, "tokens", token_unit
-        training = train_tokens_per_s
+    if f.budget_steps:
+        done, budget, unit, label_unit = f.steps, f.budget_steps, "steps", "steps"
+        training = 1.0 / f.seconds_per_step if f.seconds_per_step else None
+    elif f.budget_tokens and f.tokens is not None:
+        done, budget, unit, label_unit = f.tokens, f.budget_tokens, "tokens", f.token_unit
+        training = f.train_tokens_per_s
     else:
         return None
-    d = eta(done, budget, recent=recent_pace(recent, unit),
+    d = eta(done, budget, recent=recent_pace(f.recent if f.live else None, unit),
             training=Pace(name="training-only", per_s=training, window=REPORT_WINDOW), unit=unit)
     done_text, budget_text = format_count_pair(done, budget)  # 1,100 / 1,150 steps, never 1.1k / 1.1k
-    return {"fraction": min(1.0, done / budget), "eta_s": d.value if live else None, "pace": pace_of(d),
+    return {"fraction": min(1.0, done / budget), "eta_s": d.value if f.live else None, "pace": pace_of(d),
             "label": f"{done_text} / {budget_text} {label_unit}"}
 
 
@@ -132,11 +129,11 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
                             "provenance": "measured"}
-    if f.loss_nonfinite is not None:  # said as read, in the alert colour (widget/facts.py loss_state)
+    if f.loss_nonfinite is not None:  # said as read, in the alert colour (RunFacts.loss_state)
         loss["text"] = f.loss_nonfinite
     elif f.loss_last is None:
         loss["missing"] = "a loss: return it from the loss module, or tm.emit(train_loss=loss)"
-    if loss_state(f.loss_last, f.loss_min, f.loss_max, f.loss_nonfinite) is not None:
+    if f.loss_state is not None:
         loss["alert"] = True
     out.append(loss)
     rss: dict[str, Any] = {"id": "rss", "label": "memory (RSS)", "value": f.rss_bytes, "unit": "bytes",
@@ -148,7 +145,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     out.append(rss)
     cuda = f.cuda or {}
     if cuda.get("allocated_bytes") is not None:
-        peak, total = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes"), cuda.get("device_total_bytes")
+        peak = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes")
+        total = cuda.get("device_total_bytes")
         sub = " · ".join(p for p in (f"peak {format_bytes(peak)}" if peak else "",
                                      f"of {format_bytes(total)}" if total else "") if p)
         out.append({"id": "cuda_memory", "label": "CUDA allocated", "value": cuda["allocated_bytes"],
@@ -252,17 +250,14 @@ def phase_bar(phases_s: dict[str, float]) -> dict[str, Any]:
 def build_state(f: RunFacts) -> dict[str, Any]:
     """The ``state`` traitlet value (JSON-safe: non-finite floats become null), at revision 0 (the publisher numbers
     the states it sends)."""
-    bar = f.progress_bar or progress(
-        steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
-        seconds_per_step=f.seconds_per_step, train_tokens_per_s=f.train_tokens_per_s, token_unit=f.token_unit, live=f.live,
-        recent=f.recent if f.live else None)
-    if bar is not None and f.status not in LIVE_STATUSES:
+    bar = f.progress_bar or progress(f)
+    if bar is not None and not f.live:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     rel = run_rel(f.run_dir)
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
     state = {
         "rev": 0, "name": f.name, "status": f.status,
-        "loss_state": loss_state(f.loss_last, f.loss_min, f.loss_max, f.loss_nonfinite), "elapsed_s": round(f.elapsed_s, 1),
+        "loss_state": f.loss_state, "elapsed_s": round(f.elapsed_s, 1),
         # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; never absolute
         "run_dir": rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_rel": rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,

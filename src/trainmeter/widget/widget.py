@@ -74,21 +74,16 @@ class TrainmeterWidget(anywidget.AnyWidget):
         self._publisher = publisher
 
     def _on_front_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A ``hello`` is answered by a ``snapshot`` (from ``history``, or by the live publisher's next tick); a
+        ``control`` goes to widget/controls.py (stop, checkpoint)."""
         with suppress(Exception):  # a front-end message must never break the kernel side
-            if isinstance(content, dict) and content.get("kind") == "hello":
-                self.answer_hello()
-            elif isinstance(content, dict) and content.get("kind") == "control":  # stop/checkpoint (widget/controls.py)
-                obey(getattr(self._publisher, "monitor", None), content)
-
-    def answer_hello(self) -> None:
-        """Send a ``snapshot`` (now from ``history``, or via the live publisher's next tick)."""
-        publisher = self._publisher
-        if publisher is not None and publisher.running:
-            publisher.request_snapshot()
-            return
-        frame = bytes(self.history or b"")
-        if frame:
-            self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
+            kind, publisher = content.get("kind") if isinstance(content, dict) else None, self._publisher
+            if kind == "hello" and publisher is not None and publisher.running:
+                publisher.request_snapshot()
+            elif kind == "hello" and (frame := bytes(self.history or b"")):
+                self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
+            elif kind == "control":
+                obey(getattr(publisher, "monitor", None), content)
 
     def __repr__(self) -> str:  # the current text line, where the widget cannot show
         s = self.state or {}

@@ -54,20 +54,16 @@ class XMap:
         if step > self.steps[-1]:
             self._head = (float(step), float(tokens), max(float(t_s), self.times[-1]))
 
-    def _table(self) -> tuple[list[float], list[float], list[float]]:
-        if self._head is None:
-            return self.steps, self.tokens, self.times
-        s, k, t = self._head
-        return [*self.steps, s], [*self.tokens, k], [*self.times, t]
-
     def columns(self, x_kind: str, xs: Sequence[float]) -> dict[str, list[float]]:
         """``xs`` (of native kind ``x_kind``) on the other axes, by mode; NaN where the map cannot place one."""
-        steps, tokens, times = self._table()
+        steps, tokens, times = self.steps, self.tokens, self.times
+        if self._head is not None:  # the newest step read
+            steps, tokens, times = ([*c, h] for c, h in zip((steps, tokens, times), self._head, strict=True))
         if x_kind == "step":
-            at = _positions(steps, xs, "extrapolate" if self.open_end else "none")
-            return {"tokens": _at(tokens, at), "time": _at(times, at)}
-        at = _positions(times, xs, "clamp" if self.open_end else "none")
-        return {"step": _at(steps, at), "tokens": _at(tokens, at)}
+            return dict(zip(("tokens", "time"), _interp(steps, xs, "extrapolate" if self.open_end else "none",
+                                                        tokens, times), strict=True))
+        return dict(zip(("step", "tokens"), _interp(times, xs, "clamp" if self.open_end else "none", steps, tokens),
+                        strict=True))
 
     def point(self, step: float) -> dict[str, float | None]:
         """``{"tokens", "time"}`` at ``step`` (``None`` where unmapped): a marker's x on the other axes."""
@@ -75,38 +71,26 @@ class XMap:
         return {k: (None if math.isnan(v[0]) else v[0]) for k, v in cols.items()}
 
 
-def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple[int, float] | None]:
-    """Where each x lies in the non-decreasing ``table``: ``(i, f)``, between rows ``i`` and ``i + 1`` at fraction
-    ``f`` (``None``: before the origin, or past the end with ``past`` ``"none"``; ``"clamp"``: the last row;
-    ``"extrapolate"``: along the last segment). ``xs`` in order costs no search."""
+def _interp(table: list[float], xs: Sequence[float], past: str, *columns: list[float]) -> list[list[float]]:
+    """Each of ``columns`` at each x of ``xs`` in the non-decreasing ``table``: linear between its rows; NaN before
+    the origin, or past the end with ``past`` ``"none"`` (``"clamp"``: the last row; ``"extrapolate"``: along the
+    last segment). ``xs`` in order costs no search."""
     n, last = len(table), table[-1]
-    out: list[tuple[int, float] | None] = []
+    out: list[list[float]] = [[] for _ in columns]
     i = 0
-    for x in xs:
-        x = float(x)
-        if not x >= 0.0:  # NaN, or before the origin
-            out.append(None)
+    for x in map(float, xs):
+        if not x >= 0.0 or (x > last and (past == "none" or (past == "extrapolate" and n == 1))):
+            at = None  # NaN, before the origin, or past the end
         elif x >= last:
-            if x == last or past == "clamp":
-                out.append((n - 1, 0.0))
-            elif past == "extrapolate" and n > 1:
-                out.append((n - 2, (x - table[n - 2]) / (last - table[n - 2])))
-            else:
-                out.append(None)
+            at = (n - 1, 0.0) if x == last or past == "clamp" else (n - 2, (x - table[-2]) / (last - table[-2]))
         else:
             if not table[i] <= x < table[i + 1]:
                 i = bisect.bisect_right(table, x) - 1
-            x0, x1 = table[i], table[i + 1]
-            out.append((i, (x - x0) / (x1 - x0)))
+            at = (i, (x - table[i]) / (table[i + 1] - table[i]))
+        j, f = at or (0, math.nan)
+        for column, ys in zip(out, columns, strict=True):
+            column.append(math.nan if at is None else ys[j] if f == 0.0 else ys[j] + (ys[j + 1] - ys[j]) * f)
     return out
-
-
-def _at(ys: list[float], at: list[tuple[int, float] | None]) -> list[float]:
-    """The ``ys`` column at :func:`_positions`' places (linear between rows; NaN where none)."""
-    def y(i: int, f: float) -> float:
-        return ys[i] if f == 0.0 else ys[i] + (ys[i + 1] - ys[i]) * f
-
-    return [math.nan if p is None else y(*p) for p in at]
 
 
 def x_axis_state(*, tokens: int, token_unit: str, mapped: bool) -> dict[str, Any]:
