@@ -258,6 +258,7 @@ class MonitoredBlock(ContextDecorator):
                         m.finish(*exit_status(exc))
                     return False
                 finally:
+                    self._m = None  # a decorator's block is kept with its function: not the finished run
                     self._close_sinks()
         finally:
             held.deliver()
