@@ -16,6 +16,7 @@ from trainmeter.core import controls as controls_module  # noqa: E402
 from trainmeter.core.controls import StopTraining  # noqa: E402
 from trainmeter.core.extension import ExtensionBase  # noqa: E402
 from trainmeter.core.monitor import active  # noqa: E402
+from trainmeter.core.steps import _nothing  # noqa: E402
 from trainmeter.extensions import make_monitor  # noqa: E402
 from trainmeter.options import make_options  # noqa: E402
 
@@ -251,10 +252,10 @@ def test_a_request_without_any_wing_hook_leaves_the_step_path_as_it_was(run_root
     m = make_monitor(options, extensions=[], text=False)
     with tm.api.run_monitored(m):
         _step(model, opt, batches[0])
-        assert not m.steps_state.has_hook()
+        assert m.steps_state.hook is _nothing
         tm.checkpoint()
         _step(model, opt, batches[1])
-        assert not m.steps_state.has_hook() and m.steps_state.hook_at > 10**9
+        assert m.steps_state.hook is _nothing and m.steps_state.hook_at > 10**9
     assert len(m.controls.checkpoints) == 1
 
 

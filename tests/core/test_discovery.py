@@ -55,7 +55,7 @@ def test_the_root_is_the_outermost_module_called_that_holds_the_parameters(tmp_p
             opt.step()
     finally:
         m.finish("completed")
-    assert m.probes.root_name == "Net" and m.model_ref() is model
+    assert m.probes.discovery.root_name == "Net" and m.model_ref() is model
     assert m.params["trained"] == sum(p.numel() for p in model.parameters())
 
 
@@ -200,7 +200,7 @@ def test_a_module_holding_a_small_part_of_the_trained_parameters_is_never_the_mo
                 features = trunk(torch.ones(8, 4))
             head(features).sum().backward()  # only the head is called with gradients: 65 of 385 parameters
             opt.step()
-    assert m.probes.root_name == "Sequential" and m.steps == 3  # the trunk holds most of them
+    assert m.probes.discovery.root_name == "Sequential" and m.steps == 3  # the trunk holds most of them
 
 
 def test_muon_and_adamw_on_one_model_give_one_trained_figure_in_the_passport(tmp_path):
@@ -234,4 +234,4 @@ def test_with_no_model_the_trained_figure_is_every_parameter_the_optimizers_trai
             (weight.sum() + bias.sum()).backward()
             first.step()
             second.step()
-    assert m.probes.root_name is None and _passport(m)["params"]["trained"] == 5
+    assert m.probes.discovery.root_name is None and _passport(m)["params"]["trained"] == 5

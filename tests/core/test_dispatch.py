@@ -10,6 +10,7 @@ from trainmeter.core.clock import FakeClock
 from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.extension import ExtensionBase
 from trainmeter.core.monitor import MonitorWarning
+from trainmeter.core.steps import _nothing
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 
@@ -223,7 +224,7 @@ def test_dropped_extensions_get_no_more_events_and_their_on_step_is_disarmed(tmp
     m.on_step(1)
     m.finish("completed")
     assert [e.name for e in m.extensions] == ["optim"]
-    assert sampler.seen == [1] and keeper.seen == [1, 2] and not m.steps_state.has_hook()
+    assert sampler.seen == [1] and keeper.seen == [1, 2] and m.steps_state.hook is _nothing
 
 
 def test_a_deferred_reports_two_parts_give_the_fields_of_one_report_in_the_extension_order() -> None:

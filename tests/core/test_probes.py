@@ -68,7 +68,7 @@ def test_root_is_the_module_holding_the_optimizers_parameters(run_root):
             opt.zero_grad()
             loss.backward()
             opt.step()
-    assert m.probes is None or m.probes.root_name == "Sequential"
+    assert m.probes is None or m.probes.discovery.root_name == "Sequential"
     assert m.token_unit == "samples" and m.tokens == 6
 
 
@@ -399,7 +399,7 @@ def test_a_gans_two_optimizers_keep_two_loss_series_and_the_sample_count_is_expl
             g_loss.backward()
             opt_g.step()
             g_losses.append(g_loss.item())
-    assert m.steps == 4 and m.probes is None or m.probes.root_name == "Sequential"
+    assert m.steps == 4 and m.probes is None or m.probes.discovery.root_name == "Sequential"
     assert m.series["train_loss"].read(0)[3] == pytest.approx(d_losses, rel=1e-6)
     assert m.series["train_loss.optimizer2"].read(0)[3] == pytest.approx(g_losses, rel=1e-6)
     assert m.tokens == 4 * 16 and m.token_unit == "samples"  # real + generated samples, as said:
@@ -479,7 +479,7 @@ def test_a_ddp_wrapped_model_is_found_and_counted(run_root, tmp_path):
     finally:
         dist.destroy_process_group()
     assert m.steps == 3 and m.tokens == 3 * 24
-    assert m.probes.root_name == "DistributedDataParallel"
+    assert m.probes.discovery.root_name == "DistributedDataParallel"
 
 
 def test_objects_that_refuse_to_be_looked_at_do_not_stop_discovery(run_root):

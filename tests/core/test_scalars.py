@@ -48,7 +48,6 @@ def test_a_step_loss_is_the_sum_of_value_over_scale_once_every_deferred_part_is_
     loss = StepLoss("train_loss")
     loss.add(reader, 65536.0 * 1.5, 65536.0, divided=True)
     loss.add(reader, 2.5, divided=True)
-    loss.closed = True
     assert not loss.ready and loss.value() is None
     for (step_loss, index, field), value in reader.poll():
         step_loss.resolve(index, field, value)
@@ -63,7 +62,6 @@ def test_several_backward_calls_without_a_division_are_ambiguous():
     reader = ScalarReader()
     loss.add(reader, 1.0, divided=False)
     loss.add(reader, 2.0, divided=True)
-    loss.closed = True
     assert loss.ready and loss.value() == 3.0 and loss.ambiguous
 
 
@@ -76,7 +74,6 @@ def test_a_part_with_no_sync_free_read_leaves_the_step_out():
 
     loss = StepLoss("train_loss")
     loss.add(Unreadable(), 1.0)
-    loss.closed = True
     assert loss.ready and loss.broken and loss.value() is None
 
 

@@ -46,12 +46,13 @@ def test_a_non_finite_latest_point_makes_last_none_never_a_stale_finite_value():
 
 
 def test_step_series_reads_one_point_per_step_with_its_tokens_across_changes_and_trims():
+    from tests.fakes.series import step_append
     from trainmeter.core.series import StepSeries
 
     s = StepSeries("tokens_per_step")
     tokens = [24, 24, 24, 10, 10, 24, 7]
     for i, n in enumerate(tokens):
-        s.append(i + 1, float(i), n)
+        step_append(s, i + 1, float(i), n)
     assert s._runs == [(0, 24), (3, 10), (5, 24), (6, 7)]  # one run per change, not one entry per step
     end, steps, times, values = s.read(0)
     assert (end, steps, times, values) == (7, [1, 2, 3, 4, 5, 6, 7], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0], tokens)
@@ -59,7 +60,7 @@ def test_step_series_reads_one_point_per_step_with_its_tokens_across_changes_and
     s.trim(4)
     assert s.pending == 3 and s.end == 7 and s._runs == [(3, 10), (5, 24), (6, 7)]
     assert s.read(0) == (7, [5, 6, 7], [4.0, 5.0, 6.0], [10, 24, 7])  # trimmed points are skipped
-    s.append(8, 7.0, 7)
+    step_append(s, 8, 7.0, 7)
     assert s.read(7) == (8, [8], [7.0], [7])
     stats = s.stats()
     assert (stats.count, stats.last_step, stats.last, stats.min, stats.max) == (8, 8, 7, 7, 24)

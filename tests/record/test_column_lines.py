@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+from tests.fakes.series import step_append
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.record.recorder import write_columns
 from trainmeter.record.runlog import ColumnLines
@@ -33,7 +34,7 @@ def _fill(series, rng, n, start_step):
     for i in range(n):
         step = start_step + i
         if isinstance(series, StepSeries):
-            series.append(step, step * 0.01, 64 if step % 50 else 32)
+            step_append(series, step, step * 0.01, 64 if step % 50 else 32)
         else:
             v = rng.choice((math.nan, math.inf, -math.inf)) if rng.random() < 0.02 else rng.lognormvariate(0, 2)
             series.append(step, step * 0.0123456789, v)
@@ -148,7 +149,7 @@ def test_a_loss_on_the_step_series_times_joins_its_strings_with_the_bytes_of_a_w
                 at, t_at = (float(step - 1) if odd and report == 3 else step - 1), (t - 1e-7 if odd else prev)
                 value = rng.lognormvariate(0, 1)
                 for steps, loss in (pieced, whole):
-                    steps.append(step, t, tokens)
+                    step_append(steps, step, t, tokens)
                     if step > 1:  # one step behind, at the step series' time object
                         loss.append(at, t_at, value)
                 prev = t

@@ -89,18 +89,19 @@ class Decimator:
             self._fill(b, xs, ys, i, k)
             i += k
             if b[0] >= self.width:
-                self._close()
+                self._close(b)
+                if self._closed_points > self.budget_points - 3:  # (the open bucket may add up to 3 points)
+                    self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)  # half of it
         self.count += n
 
     def _fill(self, b: Bucket, xs: Sequence[float], ys: Sequence[float], i: int, k: int) -> None:
         vals = [float(v) for v in ys[i:i + k]]
         total = sum(vals)
+        b[0] += k
         if total - total == 0.0:  # every value finite (a NaN, an inf or an overflow fails this)
             lo, hi = min(vals), max(vals)
             _widen(b, float(xs[i + vals.index(lo)]), lo, float(xs[i + vals.index(hi)]), hi)
-            b[0] += k
         else:  # point by point
-            b[0] += k
             for j in range(k):
                 x, y = float(xs[i + j]), vals[j]
                 if y - y == 0.0:  # finite
@@ -108,14 +109,10 @@ class Decimator:
                 elif b[5] is None:
                     b[5] = x
 
-    def _close(self) -> None:
-        b = self._open
-        assert b is not None
+    def _close(self, b: Bucket) -> None:  # the open bucket ``b``
         self._open = None
         self._closed.append(b)
         self._closed_points += len(_points(b))
-        if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3: re-bucket to half the budget
-            self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
     def coarsen(self, width: float) -> None:
         """Double the width until it is at least ``width`` raw points (widget/feed.py)."""
@@ -135,15 +132,11 @@ class Decimator:
             self._closed = merged
             self._closed_points = sum(len(_points(b)) for b in merged)
             if self._open is not None and self._open[0] >= self.width:
-                self._closed.append(self._open)
-                self._closed_points += len(_points(self._open))
-                self._open = None
+                self._close(self._open)
         self._taken = taken
 
-    @property
-    def points(self) -> int:
-        """Points :meth:`columns` would return with the open bucket."""
-        return self._closed_points + (len(_points(self._open)) if self._open is not None else 0)
+    points = property(lambda self: self._closed_points + (len(_points(self._open)) if self._open is not None else 0),
+                      doc="Points :meth:`columns` would return with the open bucket.")
 
     def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
         """The decimated history as ``(xs, ys)`` (gaps: NaN ys), coarsened further to at most ``max_points``."""

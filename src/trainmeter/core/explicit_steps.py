@@ -13,7 +13,6 @@ from typing import Any
 
 from trainmeter.core.faults import fault_site
 from trainmeter.core.host_patches import blind_message
-from trainmeter.core.loss_capture import _divided
 from trainmeter.core.steps import LOSS_SERIES
 
 
@@ -37,14 +36,9 @@ def trained_parameters(model: Any) -> list[Any]:
 
 class OptimizerSteps:
     """The step post-hook's general path (ending in :meth:`StepRecorder.step
-    <trainmeter.core.steps.StepRecorder.step>`, as the steady one does), and the run's framework steppers.
-
-    Attributes:
-        general_steps: Lane 1's steps counted here (the others took the steady path).
-        max_calls: The most root calls in one step.
-
-    Training thread.
-    """
+    <trainmeter.core.steps.StepRecorder.step>`, as the steady one does), and the run's framework steppers: counts
+    ``general_steps`` (lane 1's steps counted here, not on the steady path) and ``max_calls`` (the most root calls in
+    one step). Training thread."""
 
     def __init__(self, hot: Any, steps: Any, monitor: Any, threads: Any, discovery: Any, loss: Any) -> None:
         self._hot = hot
@@ -172,11 +166,9 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
         if model is None:
             model = probes.discovery.declared_model()
         found = probes.optimizers.stepper(source, model)
-        if samples:
-            count = int(samples)
-            if not probes.hot.pending_tokens:  # the probes counted no batch this step
-                probes.hot.pending_tokens = count
-                monitor.set_token_unit("samples")
+        if samples and not probes.hot.pending_tokens:  # the probes counted no batch this step
+            probes.hot.pending_tokens = int(samples)
+            monitor.set_token_unit("samples")
         probes.optimizers.on_step(found, (), {})  # counted as the step hook's general path counts a step
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
@@ -189,7 +181,7 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
     if probes is None:
         return
     try:
-        probes.loss.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
+        probes.loss.note_scaled(out, scale, loss)
     except Exception as exc:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
 

@@ -25,7 +25,7 @@ MAX_LANES = 64
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaneRecord:
     """One lane as the passport's ``lanes`` names it (docs/spec.md §2, "Threads"): ``model`` and ``optimizer`` are
-    class names; ``step_s`` is :func:`mean_step_s`."""
+    class names; ``step_s``: mean seconds per step between the first and last step (``None`` below 2 steps)."""
 
     lane: int
     thread: str
@@ -74,17 +74,11 @@ class Lane:
 
     def record(self, unit: str) -> LaneRecord:
         """This lane as the passport names it (any thread)."""
+        first, last, steps = self.first_t_s, self.last_t_s, self.steps
+        step_s = (last - first) / (steps - 1) if first is not None and last is not None and steps > 1 else None
         return LaneRecord(lane=self.number, thread=self.thread, model=self.root_name, optimizer=self.optimizer_name,
-                          steps=self.steps, tokens=self.tokens, unit=self.unit or unit,
-                          step_s=mean_step_s(self.first_t_s, self.last_t_s, self.steps), loss_series=self.loss_name,
-                          stopped_at_step=self.stopped_at)
-
-
-def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> float | None:
-    """Mean seconds per step between the first and last step, or ``None`` below 2 steps."""
-    if first_t_s is None or last_t_s is None or steps < 2:
-        return None
-    return (last_t_s - first_t_s) / (steps - 1)
+                          steps=steps, tokens=self.tokens, unit=self.unit or unit, step_s=step_s,
+                          loss_series=self.loss_name, stopped_at_step=self.stopped_at)
 
 
 class Lanes:
@@ -145,7 +139,8 @@ class Lanes:
             lane.first_t_s = t_s
         lane.last_t_s = t_s
         if loss is not None:
-            self._queue(lane, loss, count, t_s)
+            loss.step, loss.t_s = count, t_s
+            lane.losses.append(loss)
         if lane.losses:
             self.flush(lane)
         if now >= steps.next_report_s:
@@ -156,19 +151,13 @@ class Lanes:
 
     def on_loss(self, lane: Lane, loss: StepLoss) -> None:
         """The loss of another optimizer's step in ``lane``'s thread, at the lane's current step (its thread)."""
-        self._queue(lane, loss, lane.steps, self._steps.now() - self._steps.t0_s)
-        self.flush(lane)
-
-    def _queue(self, lane: Lane, loss: StepLoss, step: int, t_s: float) -> None:
-        loss.step = step
-        loss.t_s = t_s
-        loss.closed = True
+        loss.step, loss.t_s = lane.steps, self._steps.now() - self._steps.t0_s
         lane.losses.append(loss)
+        self.flush(lane)
 
     def flush(self, lane: Lane) -> None:
         """Append the lane's ready losses to their series, in order (its thread, or the final report)."""
-        for key, value in lane.reader.poll():
-            step_loss, index, part = key  # type: ignore[misc]
+        for (step_loss, index, part), value in lane.reader.poll():  # type: ignore[misc]
             step_loss.resolve(index, part, value)
         losses = lane.losses
         while losses and losses[0].ready:
@@ -193,14 +182,11 @@ class Lanes:
                 lane1_stopped_at: int | None = None) -> list[LaneRecord]:
         """Every lane with a step, lane 1 (named by ``lane_one()``) first, at most ``MAX_LANES`` (any thread)."""
         steps = self._steps
-        records: list[LaneRecord] = []
-        if steps.steps:
+        lanes = list(self.lanes)[:MAX_LANES]
+        if steps.steps:  # lane 1 as a lane of its own
             self.note_lane1_times()
             thread, model, optimizer = lane_one() if lane_one is not None else ("", None, None)
-            records.append(LaneRecord(
-                lane=1, thread=thread or threading.current_thread().name, model=model, optimizer=optimizer,
-                steps=steps.steps, tokens=steps.tokens, unit=unit, loss_series=LOSS_SERIES,
-                step_s=mean_step_s(self._lane1_first_t_s, self._lane1_last_t_s, steps.steps),
-                stopped_at_step=lane1_stopped_at))
-        records += [lane.record(unit) for lane in list(self.lanes)[:MAX_LANES]]
-        return records
+            lanes.insert(0, Lane(0, thread or threading.current_thread().name, number=1, optimizer_name=optimizer,
+                                 root_name=model, steps=steps.steps, tokens=steps.tokens, stopped_at=lane1_stopped_at,
+                                 first_t_s=self._lane1_first_t_s, last_t_s=self._lane1_last_t_s))
+        return [lane.record(unit) for lane in lanes]

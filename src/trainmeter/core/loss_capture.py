@@ -29,34 +29,29 @@ def add_part(loss: StepLoss, reader: Any, tensor: Any, holder: Any) -> None:
 
 
 class LossCapture:
-    """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``.
+    """A step's loss from its backward calls, and the provenance of ``train_loss``. Training thread (lane 1's).
 
-    Attributes:
-        step_loss: The step's loss parts on the general path (a :class:`StepLoss`), or ``None``.
-        scaled: The loss ``GradScaler.scale`` returned on lane 1's thread: ``(weak reference, scale tensor,
-            divided)``, divided out at its backward; or ``None``.
-        unstepped: At stop: a loss was passed to backward after the last step (or with none).
-
-    Training thread (lane 1's).
+    ``step_loss``: the step's loss parts on the general path (a :class:`StepLoss`), or ``None``; ``scaled``: the loss
+    ``GradScaler.scale`` returned on lane 1's thread, ``(weak reference, scale tensor, divided)``, divided out at its
+    backward, or ``None``; ``unstepped``: at stop, a loss was passed to backward after the last step (or with none).
     """
 
     def __init__(self, hot: Any, monitor: Any, threads: Any) -> None:
         self._hot = hot
         self._monitor = monitor
         self._threads = threads
-        self.step_loss: StepLoss | None = None
-        self.scaled: tuple[Any, Any, bool] | None = None
+        self.reset()
         self._info = {"steps": 0, "ambiguous": 0, "divided": 0, "scaled": 0, "max_parts": 0}
         self.unstepped = False
 
     def reset(self) -> None:
-        """No loss pending (a forked child's own run; a stop; a fault)."""
-        self.step_loss = None
+        """No loss pending (construction; a forked child's own run; a stop; a fault)."""
+        self.step_loss: StepLoss | None = None
         self._hot.clear_fast_loss()
-        self.scaled = None
+        self.scaled: tuple[Any, Any, bool] | None = None
 
     def stop(self) -> None:
-        self.unstepped = self.unstepped or self.step_loss is not None or bool(self._hot.fast_parts)
+        self.unstepped = self.backward_seen()
         self.reset()
 
     def fault(self, exc: BaseException) -> None:
@@ -81,16 +76,16 @@ class LossCapture:
                     loss = self.step_loss = self.fast_loss()
                     self._hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
                     self._hot.steady = False
-                add_part(loss, self._monitor.scalar_reader, tensor, self)
+                add_part(loss, self._monitor.steps_state.scalars, tensor, self)
             callback = self._hot.on_training
             if callback is not None:
                 callback()
         except Exception as exc:
             self.fault(exc)
 
-    def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
-        """The loss ``GradScaler.scale`` returned and its scale, divided out at the calling thread's next backward."""
-        scaled = (weakref.ref(out), scale, divided)
+    def note_scaled(self, out: Any, scale: Any, loss: Any) -> None:
+        """``out``: ``loss`` times ``scale`` (GradScaler.scale's); divided out at its backward in the calling thread."""
+        scaled = (weakref.ref(out), scale, _divided(getattr(loss, "grad_fn", None)))
         self._hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
         lane = self._threads.current()
         if lane is not None and not lane.hot:
@@ -176,20 +171,3 @@ class LossCapture:
                           "(not the primary optimizer, whose steps are counted)"}, replace=False)
         return n
 
-
-def tokens_info(n: dict[str, int], max_calls: int, first_step_missed: bool, root_name: str | None,
-                framework: str = "") -> dict[str, Any]:
-    """``series_info["tokens_per_step"]``: whose batches, and notes (``n``: the loss counts, ``max_calls``: the
-    most root calls in a step; ``framework``: the source of the framework's own batches that counted, if any)."""
-    notes = []
-    if max_calls > 1 and n["max_parts"] >= max_calls and n["divided"] and not n["ambiguous"]:
-        # a divided backward per call: micro-batches of gradient accumulation
-        notes.append(f"up to {max_calls} micro-batches per step (gradient accumulation); each micro-batch counts")
-    elif max_calls > 1:
-        notes.append(f"the model was called up to {max_calls} times per step; each call's batch "
-                     "counts (a GAN's discriminator on real and generated samples counts both)")
-    if first_step_missed:
-        notes.append("counted from step 2: the optimizer was built before the run where it could "
-                     "not be seen (pass model= to count step 1)")
-    source = framework or f"batches of {root_name} called with gradients enabled"
-    return {"provenance": "counted", "source": source, "note": "; ".join(notes)}

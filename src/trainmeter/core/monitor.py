@@ -107,7 +107,7 @@ class Monitor:
         now = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
         max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
         self.registry = SeriesRegistry(self.faults.warn_once, max_series, lambda: self.steps_state.step_series)
-        report = self.reporter.maybe_report
+        self.maybe_report = report = self.reporter.maybe_report  # at a step or emit boundary. Training thread
         # the probes' wrappers close over the step rule: it is made once and started afresh in place
         self.steps_state = StepRecorder(now, options.interval_s, series=self.registry.get, report=report,
                                         fault=self.dispatch.step_fault, guard=self.faults.guard)
@@ -119,7 +119,6 @@ class Monitor:
         self.record = self.emitter.record  # named scalars at a step (tm.emit, taps). Any thread
         self.add_reader = self.registry.add_reader  # a series reader's cursor map
         self.locks = self.registry.locks  # the run's own locks, held around a fork (docs/spec.md section 19)
-        self.maybe_report = self.reporter.maybe_report  # at a step or emit boundary. Training thread
         self.extension = self.dispatch.view  # the view the wing `name` publishes, or None. Any thread
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
         self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
@@ -157,8 +156,7 @@ class Monitor:
         self._new_clocks()
         self.lifecycle.child_started()
         t0_s = self.phases.begin()
-        self.steps_state.restart_clock(t0_s)
-        self.steps_state.report_by(t0_s + first_report_s)
+        self.steps_state.restart_clock(t0_s, first_report_s)
         if training:
             self.phases.resume_train()
         if self.probes is not None:  # the child may train another model
@@ -197,8 +195,6 @@ class Monitor:
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a background sampler's series (``t_s``: seconds since the run began)."""
         self.registry.get(name, x_kind).append(self.steps_state.steps, t_s, float(value))
-
-    scalar_reader = property(attrgetter("steps_state.scalars"), doc="The reader of 0-d values (the probes' losses).")
 
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
         """One optimizer step of lane 1 (the step rule: :meth:`StepRecorder.step`). Training thread."""

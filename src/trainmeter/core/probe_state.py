@@ -34,15 +34,7 @@ NO_ROOT = weakref.ref(_NOBODY)  # fast_ref while no root's calls take the fast p
 class ProbeState:
     """The probes' fast flags, the root's last counted batch, the loss parts of the step in progress, and the cold
     switches (each set through a method that calls ``refresh``: ``TorchProbes._refresh_fast``, which recomputes the
-    fast flags). :meth:`new_probe_state` sets every per-call field.
-
-    Attributes:
-        active: The probes are installed (between ``start`` and ``stop``).
-        paused: The paused thread's forward and backward calls are not counted (our own FLOP count; a fault).
-        paused_ident: The thread that paused (our FLOP count runs there).
-        on_training: Called at each training forward, backward and step while set (an open eval span).
-        capture_on: Loss capture is installed and not disabled by a fault.
-    """
+    fast flags). :meth:`new_probe_state` sets every per-call field."""
 
     __slots__ = (
         "primary", "fast_ref", "call_impl", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
@@ -54,11 +46,12 @@ class ProbeState:
 
     def __init__(self, refresh: Callable[[], None]) -> None:
         self.refresh = refresh
-        self.active = False
-        self.paused = False
-        self.paused_ident = 0
+        self.active = False  # the probes are installed (between ``start`` and ``stop``)
+        self.paused = False  # the paused thread's forward and backward calls are not counted (our FLOP count; a fault)
+        self.paused_ident = 0  # the thread that paused (our FLOP count runs there)
+        # called at each training forward, backward and step while set (an open eval span)
         self.on_training: Callable[[], None] | None = None
-        self.capture_on = False
+        self.capture_on = False  # loss capture is installed and not disabled by a fault
         self.new_probe_state()
 
     def new_probe_state(self) -> None:
@@ -128,13 +121,9 @@ def guarded(warn: Callable[[str, str], None], key: str, fn: Callable[..., Any], 
 
 
 class ProbeThreads:
-    """The probes' training threads. Each ``lane_*`` method runs on its event's thread and writes its lane only.
-
-    Attributes:
-        hot_ident: ``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.
-        hot_thread: Lane 1's thread name.
-        threaded: A second thread trained: the fast paths are off for the rest of the run.
-    """
+    """The probes' training threads: ``hot_ident``, ``threading.get_ident()`` of lane 1's thread (0 before any training
+    event; any thread reads it), ``hot_thread`` its name, ``threaded`` once a second thread trained (the fast paths are
+    off for the rest of the run). Each ``lane_*`` method runs on its event's thread and writes its lane only."""
 
     def __init__(self, hot: Any, monitor: Any) -> None:
         self._hot = hot
@@ -240,17 +229,15 @@ class ProbeThreads:
             if not lane.number:
                 self._monitor.lanes.add(lane)
             self._lane_root(lane, optimizer)
-        elif mine is not optimizer:  # a second optimizer in this thread (a GAN's): not counted, its own loss
+        tokens, lane.pending_tokens = lane.pending_tokens, 0
+        lane.calls = 0
+        loss, lane.loss = lane.loss, None
+        if mine is not None and mine is not optimizer:  # a second optimizer here (a GAN's): not counted, its own loss
             number = lane.others.setdefault(id(optimizer), len(lane.others) + 2)
-            loss, lane.loss = lane.loss, None
-            lane.pending_tokens = lane.calls = 0
             if loss is not None:
                 loss.series = f"{lane.loss_name}.optimizer{number}"
                 self._monitor.lanes.on_loss(lane, loss)
             return
-        tokens, lane.pending_tokens = lane.pending_tokens, 0
-        lane.calls = 0
-        loss, lane.loss = lane.loss, None
         if loss is not None:
             loss.series = lane.loss_name
         self._monitor.lanes.on_step(lane, tokens, loss)

@@ -18,7 +18,7 @@ from trainmeter.core import host_patches
 from trainmeter.core.batch import SAMPLE_KINDS
 from trainmeter.core.discovery import Discovery
 from trainmeter.core.explicit_steps import OptimizerSteps
-from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
+from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture
 from trainmeter.core.patches import Patches
 from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeThreads, guarded
 from trainmeter.core.reachable import _is_lightning_module
@@ -140,25 +140,29 @@ class TorchProbes:
             root = discovery.reader() or discovery.root_name or "the model"
             module = discovery.root() if discovery.root is not None else None
             lightning = "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
-            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, root,
-                               root_calls.framework_counted or lightning)
+            calls = self.optimizers.max_calls  # the most root calls in a step
+            notes = [SAMPLE_KINDS.get(root_calls.kind)]
+            if calls > 1 and n["max_parts"] >= calls and n["divided"] and not n["ambiguous"]:
+                # a divided backward per call: micro-batches of gradient accumulation
+                notes.append(f"up to {calls} micro-batches per step (gradient accumulation); each micro-batch counts")
+            elif calls > 1:
+                notes.append(f"the model was called up to {calls} times per step; each call's batch "
+                             "counts (a GAN's discriminator on real and generated samples counts both)")
+            if discovery.first_step_missed:
+                notes.append("counted from step 2: the optimizer was built before the run where it could "
+                             "not be seen (pass model= to count step 1)")
             unread = root_calls.framework_unread  # the framework's batches the rule could not read
-            notes = (SAMPLE_KINDS.get(root_calls.kind), info["note"],
-                     unread and f"where {unread}, the calls of {root} counted the batch")
-            info["note"] = "; ".join(filter(None, notes))
-            describe(TOKENS_SERIES, info)
+            notes.append(unread and f"where {unread}, the calls of {root} counted the batch")
+            source = root_calls.framework_counted or lightning or f"batches of {root} called with gradients enabled"
+            describe(TOKENS_SERIES, {"provenance": "counted", "source": source, "note": "; ".join(filter(None, notes))})
 
-    @property
-    def paused(self) -> bool:
-        """The calls of the thread that set it are not counted (our own FLOP count, maybe on the report worker)."""
-        return self.hot.paused
-
-    @paused.setter
-    def paused(self, value: bool) -> None:
+    def _pause(self, value: bool) -> None:
         ident = self.threads.hot_ident
         # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
         self.hot.pause(value, refresh=not ident or ident == get_ident())
 
+    paused = property(lambda self: self.hot.paused, _pause, doc="The calls of the thread that set it are not counted "
+                      "(our own FLOP count, maybe on the report worker).")
     on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.switch(on_training=fn),
                            doc="Called at each training forward, backward and step while set (Dispatcher's).")
     steady_steps = property(lambda self: self._steps.steps - self.optimizers.general_steps,
@@ -191,7 +195,6 @@ class TorchProbes:
 
     params = property(lambda self: self.discovery.run_params(),
                       doc="The model's parameter counts, and ``trained``: its parameters the run's optimizers train.")
-    root_name = property(lambda self: self.discovery.root_name)
 
     @property
     def example(self) -> tuple[Any, Any] | None:
@@ -205,9 +208,9 @@ class TorchProbes:
             return None
         return through[2]
 
-    @property
-    def example_call(self) -> str | None:  # the method the kept example is a call of, if any
-        return self._through[1] if self.discovery.reader() is not None and self.example is not None else None
+    example_call = property(
+        lambda self: self._through[1] if self.discovery.reader() is not None and self.example is not None else None,
+        doc="The method the kept example is a call of, if any.")
 
     @property
     def example_missing(self) -> str | None:

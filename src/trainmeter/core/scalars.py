@@ -37,10 +37,6 @@ class ScalarReader:
             return float(value.item())
         if not value.is_cuda:
             return None  # other devices: no sync-free read path; leave the value out
-        self._defer(value, key)
-        return None
-
-    def _defer(self, value: Any, key: Hashable) -> None:
         import torch
 
         if len(self.queue) >= MAX_PENDING:
@@ -53,6 +49,7 @@ class ScalarReader:
         self.queue.append((key, host, event))
         if self.on_defer is not None:
             self.on_defer()
+        return None
 
     def poll(self) -> list[tuple[Hashable, float]]:
         """Return ``(key, value)`` for deferred reads whose copies have completed."""
@@ -73,7 +70,7 @@ class StepLoss:
     read); ``divided``: every part was divided by the loop; ``broken``: a part could not be read. Training thread.
     """
 
-    __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "closed", "broken", "_missing")
+    __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "broken", "_missing")
 
     def __init__(self, series: str) -> None:
         self.series = series
@@ -82,7 +79,6 @@ class StepLoss:
         self.scaled = False
         self.step = 0
         self.t_s = 0.0
-        self.closed = False
         self.broken = False
         self._missing = 0
 
@@ -120,8 +116,8 @@ class StepLoss:
         self.parts[index][field] = value
         self._missing -= 1
 
-    ready = property(lambda self: self.closed and (self._missing <= 0 or self.broken),
-                     doc="Closed, and every part read (or known unreadable).")
+    ready = property(lambda self: self._missing <= 0 or self.broken,
+                     doc="Every part read (or known unreadable); a step loss is queued once its step closed it.")
 
     def value(self) -> float | None:
         """``sum(value / scale)`` over the parts, or ``None`` when one is missing or a scale is 0."""

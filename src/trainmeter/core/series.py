@@ -14,14 +14,6 @@ from operator import itemgetter
 _INF = math.inf
 
 
-def _finite_values(values: list[float]) -> list[float]:
-    """The finite values in order (NaN and +-inf dropped), by C-level passes when they are all floats."""
-    try:
-        return list(filter(math.isfinite, values))
-    except (TypeError, OverflowError):  # an int beyond float range (finite) or a non-number: compare each
-        return [v for v in values if -_INF < v < _INF]
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
     """Running statistics of one series: the last point's value (``None`` when not finite), min and max finite value,
@@ -71,16 +63,12 @@ class Series:
         self._values.append(value)
 
     def open(self, step: int, t_s: float) -> None:
-        """Begin the next point; :meth:`close` gives its value (docs/spec.md section 20). Writing thread only."""
+        """Begin the next point, its value appended later to :meth:`columns` (docs/spec.md section 20). Writer only."""
         self._steps.append(step)
         self._times.append(t_s)
 
-    def close(self, value: float) -> None:
-        """Give the open point its value: from now on it is in the series (writing thread only)."""
-        self._values.append(value)
-
     def columns(self) -> tuple[list[int], list[float], list[float]]:
-        """The lists (steps, times, values) ``open`` and ``close`` append to, never replaced. Writing thread only."""
+        """The lists (steps, times, values) the writer appends to, never replaced. Writing thread only."""
         return self._steps, self._times, self._values
 
     def _fold(self) -> None:
@@ -90,8 +78,12 @@ class Series:
         lo = self._folded - self._base
         if lo >= n:
             return
-        # no bytecode per point (docs/spec.md section 20): min/max keep the first extreme, as a strict compare does
-        finite = _finite_values(values[lo:n])
+        # no bytecode per point (docs/spec.md section 20): the finite values by C-level passes when they are all
+        # floats; min/max keep the first extreme, as a strict compare does
+        try:
+            finite = list(filter(math.isfinite, values[lo:n]))
+        except (TypeError, OverflowError):  # an int beyond float range (finite) or a non-number: compare each
+            finite = [v for v in values[lo:n] if -_INF < v < _INF]
         low, high = self._min, self._max
         self._nonfinite += n - lo - len(finite)
         if finite:
@@ -162,12 +154,6 @@ class StepSeries:
         self.tokens = tokens
         self._min = tokens if self._min is None else min(self._min, tokens)
         self._max = tokens if self._max is None else max(self._max, tokens)
-
-    def append(self, step: int, t_s: float, value: int) -> None:
-        """Record step ``step`` (the next one) at ``t_s`` with ``value`` tokens (what the step rule inlines)."""
-        if value != self.tokens:
-            self.set_tokens(value, step)
-        self.times.append(t_s)
 
     end = property(lambda self: self._base + len(self.times), doc="Position just past the last complete point.")
 

@@ -8,6 +8,7 @@ Thread safety: the writing thread is lane 1's training thread (the probes' and t
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -88,14 +89,11 @@ class StepRecorder:
     def _no_inline(self) -> None:  # a read was deferred: the next step polls it (the general path)
         self.inline = False
 
-    def restart_clock(self, t0_s: float) -> None:
-        """The run's clock starts at ``t0_s`` (the run's start; a forked child's)."""
+    def restart_clock(self, t0_s: float, first_report_s: float = math.inf) -> None:
+        """The run's clock starts at ``t0_s`` (the run's start; a forked child's, its first report within
+        ``first_report_s``)."""
         self.t0_s = t0_s
-        self.reported(t0_s)
-
-    def report_by(self, t_s: float) -> None:
-        """The next report at clock ``t_s`` at the latest (a forked child's first)."""
-        self.next_report_s = min(self.next_report_s, t_s)
+        self.next_report_s = t0_s + min(self.interval_s, first_report_s)
 
     def report_now(self) -> None:
         """Make the next step (or emit) boundary run the report (a noted SIGTERM, a control). Any thread."""
@@ -155,9 +153,6 @@ class StepRecorder:
         self.hook = hook or _nothing
         self.hook_at = at if hook is not None else sys.maxsize
 
-    def has_hook(self) -> bool:
-        return self.hook is not _nothing
-
     def hook_next_at(self, step: int) -> None:
         """Call the step hook next at the first counted step ``>= step``."""
         self.hook_at = step
@@ -209,7 +204,7 @@ class StepRecorder:
         held, self.held_step = self.held_step, 0
         if self.tail:
             self.tail = self.inline = False
-            self.loss_values.append(self.held_value)  # Series.close of the open point
+            self.loss_values.append(self.held_value)  # the open point's value: it is in the series now
         elif not self.user_loss:
             (self.captured_series or self._captured()).append(held, self.held_t_s, self.held_value)
 
@@ -221,7 +216,6 @@ class StepRecorder:
         """Queue a closed step loss (at the current step) for its series. Training thread."""
         loss.step = self.steps
         loss.t_s = self.now() - self.t0_s if t_s is None else t_s
-        loss.closed = True
         self.inline = False  # the next step keeps the order behind it (the general path)
         self.losses.append(loss)
 
@@ -248,21 +242,19 @@ class StepRecorder:
 
     def poll_scalars(self) -> None:
         """Record the deferred reads whose copies completed (step losses' parts, emitted values)."""
-        for key, number in self.scalars.poll():
-            name, step, at_s = key  # type: ignore[misc]
+        for (name, step, at_s), number in self.scalars.poll():  # type: ignore[misc]
             if type(name) is StepLoss:
                 name.resolve(step, at_s, number)  # (step loss, part index, field)
             else:
                 self._series(name).append(step, at_s, number)
 
     def user_loss_name(self) -> tuple[str, bool]:
-        """Where ``tm.emit(train_loss=...)`` goes, and whether that name is new: the headline, unless captured
-        points are already there (then ``train_loss.emitted``)."""
+        """Where ``tm.emit(train_loss=...)`` goes while the headline is not the cell's, and whether that name is new:
+        the headline, unless captured points are already there (then ``train_loss.emitted``)."""
         if self.late_user_loss:
             return LATE_USER_LOSS, False
         if self.captured_series is not None:
             self.late_user_loss = True
             return LATE_USER_LOSS, True
-        first = not self.user_loss
         self.user_loss = True
-        return LOSS_SERIES, first
+        return LOSS_SERIES, True

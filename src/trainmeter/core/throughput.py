@@ -36,9 +36,7 @@ class SessionSummary:
 
 def ratio(numerator: float | None, denominator: float) -> float | None:
     """``numerator / denominator``; ``None`` for an unknown numerator or a denominator not positive."""
-    if numerator is None or denominator <= 0:
-        return None
-    return numerator / denominator
+    return None if numerator is None or denominator <= 0 else numerator / denominator
 
 
 def interval_summary(*, tokens: int, steps: int, train_s: float, read: bool = True) -> IntervalSummary:

@@ -15,7 +15,6 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.faults import fault_site
-from trainmeter.core.loss_capture import _divided
 from trainmeter.core.patches import PostImportHooks, take_off_call
 from trainmeter.core.probe_state import guarded
 
@@ -41,8 +40,7 @@ def direct_call_impl(module: Any, torch: Any) -> Any:
     the instance has neither its own ``_call_impl`` nor a ``_compiled_call_impl``), else ``None``. Read once."""
     impl = getattr(torch.nn.Module, "_call_impl", None)
     try:
-        own = vars(module)
-        if (impl is None or getattr(type(module), "_call_impl", None) is not impl or "_call_impl" in own
+        if (impl is None or getattr(type(module), "_call_impl", None) is not impl or "_call_impl" in vars(module)
                 or getattr(module, "_compiled_call_impl", None) is not None):
             return None
     except Exception:
@@ -67,10 +65,7 @@ class Wrappers:
     def step_hook(self) -> Any:
         """The optimizer step post-hook: a steady step (docs/architecture.md, "Hot path") straight to the step rule's
         ``count``, any other through :meth:`~trainmeter.core.explicit_steps.OptimizerSteps.on_step`."""
-        hot = self._hot
-        rule = self._steps
-        monitor = self._monitor
-        on_step = self._optimizers.on_step
+        hot, rule, monitor, on_step = self._hot, self._steps, self._monitor, self._optimizers.on_step
 
         def step_hook(optimizer: Any, args: Any, kwargs: Any, /) -> None:
             try:
@@ -110,9 +105,7 @@ class Wrappers:
 
     def call(self, attr: str, original: Any) -> Any:
         """The wrapper of a watched class's ``attr`` (``__call__``, or a LightningModule's ``training_step``)."""
-        hot = self._hot
-        torch = self._torch
-        threads = self._threads
+        hot, torch, threads = self._hot, self._torch, self._threads
         on_call, lane_call = self._discovery.on_call, self._lane_call
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces the
         # wrapper; the flag is set while torch.export traces (the public check where it is gone: core/host_patches.py)
@@ -214,7 +207,7 @@ class Wrappers:
             out = original(scaler, outputs, *args, **kwargs)
             if hot.active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
-                    loss.note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
+                    loss.note_scaled(out, scaler._scale, outputs)
                 except Exception:
                     loss.scaled = None
             return out
@@ -225,8 +218,7 @@ class Wrappers:
         """The wrapper of ``torch.autograd.backward``: the 0-d loss read without a sync."""
         if not _plain_backward(original):
             return self._any_backward(original)
-        hot = self._hot
-        tensor_type = self._torch.Tensor
+        hot, tensor_type = self._hot, self._torch.Tensor
         loss, general = self._loss, self._general_backward
 
         # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
@@ -273,8 +265,7 @@ class Wrappers:
     def _general_backward(self, original: Any, tensors: Any, grad_tensors: Any, *args: Any, **kwargs: Any) -> Any:
         """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`; a nested
         backward, capture off, or training in several threads: the calling thread's lane's, if any."""
-        hot = self._hot
-        read = self._loss.on_backward
+        hot, read = self._hot, self._loss.on_backward
         if not hot.in_backward and hot.backward_on:
             state, ident = hot, get_ident()
         else:
