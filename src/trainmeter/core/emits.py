@@ -44,8 +44,7 @@ class Emitter:
         self._to_owner: deque[tuple[str, Any, int]] = deque()  # values for series the recording thread writes
         self._folder: threading.Thread | None = None
         self._folder_lock = threading.Lock()
-        self._folder_stop = threading.Event()
-        self._closed = False
+        self._folder_stop = threading.Event()  # set once closed
         self._fold_reader = ScalarReader()  # the folding thread's deferred reads (CUDA values)
         self._refused: set[str] = set()  # names refused as names (reserved, past the cap): each value only counted
         self._bad_said: set[str] = set()  # names whose unreadable value was said: later ones only counted
@@ -138,7 +137,7 @@ class Emitter:
                                               "to be recorded; later ones are counted and dropped (emits_dropped)")
             return
         queued.append((dict(values), self._steps.steps if step is None else step))
-        if self._folder is None and not self._closed:
+        if self._folder is None and not self._folder_stop.is_set():
             with self._folder_lock:  # once per run
                 if self._folder is None:
                     self._folder = OurThread(target=self._fold_loop, name="trainmeter-emits")
@@ -200,7 +199,6 @@ class Emitter:
 
     def close(self) -> None:
         """At the run's end: stop the folding thread, then record everything still queued (the finishing thread)."""
-        self._closed = True
         self._folder_stop.set()
         folder = self._folder
         if folder is not None and folder is not threading.current_thread():
