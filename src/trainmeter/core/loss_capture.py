@@ -67,8 +67,7 @@ class LossCapture:
             self._threads.lane_backward(lane, tensors)
             return
         try:
-            items = tensors if isinstance(tensors, (tuple, list)) else (tensors,)
-            for tensor in items:
+            for tensor in tensors if isinstance(tensors, (tuple, list)) else (tensors,):
                 if getattr(tensor, "ndim", None) != 0:
                     continue
                 loss = self.step_loss
