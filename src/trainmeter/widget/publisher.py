@@ -19,9 +19,8 @@ from typing import Any
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.core.threads import OurThread
-from trainmeter.widget.dashboard_file import save_dashboard
 from trainmeter.widget.feed import SeriesFeed, shown_series
-from trainmeter.widget.view_model import build_state, facts_from_monitor
+from trainmeter.widget.view_model import build_state, facts_from_monitor, save_dashboard
 
 TICK_S = 0.5
 STATE_INTERVAL_S = 1.0  # with the once-a-second live figures: a build costs ~1.5 ms (docs/spec.md section 20, threads)

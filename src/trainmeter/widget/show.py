@@ -23,12 +23,12 @@ from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
-from trainmeter.widget.facts import SavedLog, report_points_from_record
+from trainmeter.widget.facts import SavedLog, facts_from_monitor, facts_from_run, report_points_from_record
 from trainmeter.widget.feed import history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
-from trainmeter.widget.labels import label_charts
-from trainmeter.widget.view_model import LOSS_NAMES, build_state, facts_from_monitor, facts_from_run, summary_text
+from trainmeter.widget.look import label_charts
+from trainmeter.widget.view_model import DASHBOARD_FILE, LOSS_NAMES, build_state, summary_text
 from trainmeter.widget.x_axis import XMap, report_mapping
 
 REPLAY_POINTS_TOTAL = 6000
@@ -124,8 +124,6 @@ def _shown(passport: dict[str, Any]) -> dict[str, Any]:
 
 
 def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
-    from trainmeter.widget.dashboard_file import DASHBOARD_FILE
-
     try:
         return read_json(run_dir / DASHBOARD_FILE, types=DASHBOARD_TYPES)
     except OSError:  # missing or damaged (Damaged): the replay shows the passport's view

@@ -23,7 +23,6 @@ from trainmeter.sizes import (
     format_value,
 )
 from trainmeter.widget.controls import served_rel
-from trainmeter.widget.labels import series_label
 from trainmeter.widget.look import (
     FAINT_ALPHA,
     FG,
@@ -37,8 +36,10 @@ from trainmeter.widget.look import (
     PALETTE,
     STATUS_COLOURS,
     WARNING_COLOUR,
+    linear_ticks,
+    log_ticks,
+    series_label,
 )
-from trainmeter.widget.ticks import linear_ticks, log_ticks
 from trainmeter.widget.view_model import phase_bar, summary_text
 
 CHART_POINTS = 240
