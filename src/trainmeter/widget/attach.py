@@ -79,9 +79,7 @@ def _request_text(part: str, key: str) -> str | None:
 
 
 def _live_running() -> bool:
-    with _REGISTRY_LOCK:
-        last = _LAST
-    return last is not None and last.running
+    return getattr(live_publisher(), "running", False)
 
 
 def live_publisher() -> Publisher | None:

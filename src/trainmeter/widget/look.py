@@ -37,13 +37,6 @@ MARKER_MAX_POINTS = 40  # a series with at most this many points gets a dot on e
 FAINT_ALPHA = "55"  # hex alpha of a raw line drawn under its smoothed twin (optim/smoothing.py)
 
 
-def look() -> dict[str, Any]:
-    """The ``look`` entry of the state (it shares this module's dicts: build_state's ``clean`` copies them)."""
-    return {"palette": list(PALETTE), "phase_colours": PHASE_COLOURS, "main_charts": list(MAIN_CHARTS),
-            "merged_panels": list(MERGED_PANELS), "marker_max_points": MARKER_MAX_POINTS, "faint_alpha": FAINT_ALPHA,
-            "ticks": TICK_RULE}
-
-
 # -- axis ticks people can read (docs/spec.md section 12; tests/fixtures/ticks_v1.json: pytest and vitest check it)
 MAX_TICKS = 6
 MIN_TICKS = 4
@@ -103,6 +96,12 @@ def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float
     e0, e1 = math.ceil(math.log10(lo)), math.floor(math.log10(hi))
     stride = max(1, math.ceil((e1 - e0 + 1) / max_ticks))
     return [float(f"{10.0 ** e:.12g}") for e in range(e0, e1 + 1, stride)]
+
+
+LOOK: dict[str, Any] = {"palette": list(PALETTE), "phase_colours": PHASE_COLOURS, "main_charts": list(MAIN_CHARTS),
+                        "merged_panels": list(MERGED_PANELS), "marker_max_points": MARKER_MAX_POINTS,
+                        "faint_alpha": FAINT_ALPHA, "ticks": TICK_RULE}
+"""The state's ``look`` entry (shared: build_state's ``clean`` copies it)."""
 
 
 # -- series labels (docs/spec.md section 12) -------------------------------------------------------------------------

@@ -46,7 +46,6 @@ class MessageBudget:
         return True
 
 
-Path = list[str | int]
 Op = list[Any]  # [path] (delete) or [path, value] (set)
 
 
@@ -59,7 +58,7 @@ def diff(old: Any, new: Any) -> list[Op]:
     return ops
 
 
-def _diff(a: Any, b: Any, path: Path, ops: list[Op]) -> None:
+def _diff(a: Any, b: Any, path: list[str | int], ops: list[Op]) -> None:
     if a is b:
         return
     if isinstance(a, dict) and isinstance(b, dict):

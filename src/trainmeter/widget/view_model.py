@@ -20,7 +20,7 @@ from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.sizes import format_bytes, format_count, format_count_pair, format_number, format_rate, format_seconds
 from trainmeter.verdicts.markers import markers as verdict_markers
 from trainmeter.widget.facts import RunFacts, facts_from_monitor, facts_from_run  # noqa: F401  (re-exported: inputs)
-from trainmeter.widget.look import label_charts, look
+from trainmeter.widget.look import LOOK, label_charts
 from trainmeter.widget.x_axis import place_markers, x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -261,7 +261,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "markers": place_markers(verdict_markers(f.markers), f.x_map),
         "x_axis": x_axis_state(tokens=f.tokens or 0, token_unit=f.token_unit or "tokens",  # the axis' name
                                mapped=f.x_map is not None and not f.x_map.empty),
-        "look": look(),
+        "look": LOOK,
     }
     if f.controls is not None:  # the alerts' sentences show in its banner, not again among the warnings
         state["controls"] = f.controls
