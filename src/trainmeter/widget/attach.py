@@ -31,8 +31,7 @@ def attach_widget(monitor: Any) -> Publisher:
     global _LAST
     from trainmeter.widget.widget import TrainmeterWidget
 
-    with _REGISTRY_LOCK:
-        previous = _LAST
+    previous = live_publisher()
     if previous is not None and previous.closed and not in_marimo():
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
         # widget is still another cell's live view); its layout's comm too (ipywidgets keeps both open otherwise)
