@@ -221,5 +221,4 @@ def _display_live(shell: Any) -> None:
     elif publisher is not None:
         print(summary_text(publisher.widget.state))
     else:
-        print("trainmeter: no run in progress in this kernel; tm.display(path) replays a saved run "
-              "(see tm.runs())")
+        print("trainmeter: no run in progress in this kernel; tm.display(path) replays a saved run (see tm.runs())")
