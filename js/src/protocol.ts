@@ -171,7 +171,7 @@ export interface PanelSpec {
   pending?: boolean;
 }
 
-/** The axis tick rule's numbers (widget/ticks.py; ticks.ts applies them). */
+/** The axis tick rule's numbers (widget/look.py; ticks.ts applies them). */
 export interface TickRule {
   max_ticks: number;
   min_ticks: number;
@@ -212,7 +212,7 @@ export function setFallbackColours(root: HTMLElement): void {
 /**
  * The look for a state that has none (the empty state before the first one arrives).
  * Its colours are widget/colours.json's; the layout and tick rule the same values as widget/look.py and
- * widget/ticks.py: js/tests/protocol.test.ts checks it against the golden state.
+ * widget/look.py: js/tests/protocol.test.ts checks it against the golden state.
  */
 export const FALLBACK_LOOK: Look = {
   palette: COLOURS.palette,

@@ -1,5 +1,5 @@
 // Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log.
-// The rule is src/trainmeter/widget/ticks.py's; its numbers (label counts, the steps tried)
+// The rule is src/trainmeter/widget/look.py's; its numbers (label counts, the steps tried)
 // come in the state (`look.ticks`), and tests/fixtures/ticks_v1.json holds cases from the
 // Python functions that js/tests/ticks.test.ts checks these against.
 

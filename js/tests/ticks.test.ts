@@ -30,7 +30,7 @@ describe("ticks (the same cases as tests/widget/test_ticks.py)", () => {
     }
   });
 
-  it("gives every case of tests/fixtures/ticks_v1.json, as widget/ticks.py does, with the state's rule", () => {
+  it("gives every case of tests/fixtures/ticks_v1.json, as widget/look.py does, with the state's rule", () => {
     const golden = JSON.parse(readFileSync(`${fixtures}state_v2.json`, "utf8"));
     const rule = golden.look.ticks as TickRule;
     const { cases } = JSON.parse(readFileSync(`${fixtures}ticks_v1.json`, "utf8"));

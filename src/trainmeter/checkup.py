@@ -67,12 +67,12 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     """Run every check; never raises. Every probe can be injected (tests): an open GPU ``backend`` (not closed
     here; default one from ``open_backend``, closed after), the IPython shell, ``version_of`` (distribution ->
     version or ``None``), ``torch``, ``sys.modules``, ``os.environ`` and JupyterLab's settings files
-    (widget/subshells.py)."""
+    (widget/restore_route.py)."""
     modules = sys.modules if modules is None else modules
     env = os.environ if env is None else env
     shell = ipython_shell() if ipython is _UNSET else ipython
     colab = "google.colab" in modules
-    from trainmeter.widget.subshells import subshell_findings  # ipykernel 7 subshells, JupyterLab's setting
+    from trainmeter.widget.restore_route import subshell_findings  # ipykernel 7 subshells, JupyterLab's setting
 
     torch_checks, cuda_count = _torch_checks(_import_torch() if torch_module is _UNSET else torch_module)
     psutil_version = version_of("psutil")

@@ -50,8 +50,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
 
 def _save_dashboard(run: Any) -> None:
     """Write ``dashboard.json`` for a run with no widget open (a live widget's close writes it)."""
-    from trainmeter.widget.dashboard_file import save_dashboard
-    from trainmeter.widget.view_model import build_state, facts_from_monitor
+    from trainmeter.widget.view_model import build_state, facts_from_monitor, save_dashboard
 
     attach = sys.modules.get("trainmeter.widget.attach")  # not loaded: no widget was ever shown, so no publisher
     publisher = attach.live_publisher() if attach is not None else None
@@ -104,8 +103,7 @@ REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
     "trainmeter.compute.card", "trainmeter.gpu.ladder",
     "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
-    "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.optim.smoothing", "trainmeter.widget.ticks",
-    "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
+    "trainmeter.widget.look", "trainmeter.optim.smoothing", "trainmeter.widget.x_axis", "trainmeter.widget.controls",
 )
 
 # What the passport and ``dashboard.json`` import of ours, imported on the training thread at finish before the report

@@ -232,7 +232,7 @@ def test_after_the_disk_recovers_the_record_summary_says_every_point_was_written
 
 def test_a_full_disk_leaves_no_temporary_curves_or_dashboard_file(tmp_path, disk):
     from trainmeter.comparison.extension import write_curves
-    from trainmeter.widget.dashboard_file import save_dashboard
+    from trainmeter.widget.view_model import save_dashboard
 
     disk.full = True
     with pytest.raises(OSError):
@@ -246,8 +246,7 @@ def test_the_record_holds_no_absolute_path(run_root):
     m = _monitor(run_root, clock).start()
     _train(m, clock, 3)
     m.finish("completed")
-    from trainmeter.widget.dashboard_file import save_dashboard
-    from trainmeter.widget.view_model import build_state, facts_from_monitor
+    from trainmeter.widget.view_model import build_state, facts_from_monitor, save_dashboard
 
     save_dashboard(m.run_dir, build_state(facts_from_monitor(m.context)))
     root = str(run_root.resolve())

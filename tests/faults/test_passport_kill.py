@@ -27,7 +27,7 @@ _SCRIPT = textwrap.dedent("""
     from trainmeter.extensions import make_monitor
     from trainmeter.options import make_options
     from trainmeter.record import passport, runlog
-    from trainmeter.widget import dashboard_file
+    from trainmeter.widget import view_model
 
     def killing(write):
         def before(path, text):
@@ -37,7 +37,7 @@ _SCRIPT = textwrap.dedent("""
         return before
 
     passport.write_file_atomic = killing(runlog.write_file_atomic)
-    dashboard_file.write_file_atomic = killing(runlog.write_file_atomic)
+    view_model.write_file_atomic = killing(runlog.write_file_atomic)
     m = make_monitor(make_options(run_dir={root!r}, name="killed", widget=False), text=False, probes=False)
     with run_monitored(m):  # no torch imported: the child starts in a second
         for _ in range(3):

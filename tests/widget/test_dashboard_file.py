@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from trainmeter.widget.dashboard_file import DASHBOARD_FILE, save_dashboard
+from trainmeter.widget.view_model import DASHBOARD_FILE, save_dashboard
 
 _HEADLESS_RUN = """
 import sys, tempfile

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from trainmeter.widget.labels import label_charts, series_label
+from trainmeter.widget.look import label_charts, series_label
 
 
 def test_known_series_get_human_labels_with_their_unit():
@@ -40,6 +40,6 @@ def test_the_labels_module_compiles_no_pattern_at_import():
     import sys
 
     code = ("import re, trainmeter.optim.smoothing; re.purge(); n = len(re._cache); "
-            "import trainmeter.widget.labels; print(len(re._cache) - n)")
+            "import trainmeter.widget.look; print(len(re._cache) - n)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"

@@ -171,7 +171,7 @@ def test_replays_past_the_cap_are_closed_so_memory_stays_bounded(monkeypatch):
 
 
 def test_replay_adds_the_panels_charts_and_tiles_the_live_view_had(run_root):
-    from trainmeter.widget.dashboard_file import save_dashboard
+    from trainmeter.widget.view_model import save_dashboard
 
     m = _saved_run(run_root)
     live = {"tiles": [{"id": "step", "label": "step", "value": 1}, {"id": "mfu", "label": "MFU", "value": 0.4}],
@@ -219,8 +219,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
     from trainmeter.energy.extension import EnergyExtension
     from trainmeter.timesplit.extension import TimeSplit
     from trainmeter.verdicts.extension import Verdicts
-    from trainmeter.widget.dashboard_file import save_dashboard
-    from trainmeter.widget.view_model import build_state, facts_from_monitor
+    from trainmeter.widget.view_model import build_state, facts_from_monitor, save_dashboard
 
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm"])
@@ -249,7 +248,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
 def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
     from tests.energy.test_extension import StubGpu
     from trainmeter.timesplit.extension import TimeSplit
-    from trainmeter.widget.dashboard_file import DASHBOARD_FILE
+    from trainmeter.widget.view_model import DASHBOARD_FILE
 
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm"])

@@ -1,4 +1,4 @@
-from trainmeter.widget.ticks import linear_ticks, log_ticks
+from trainmeter.widget.look import linear_ticks, log_ticks
 
 
 def test_linear_ticks_are_4_to_6_round_values_inside_the_data():
@@ -33,7 +33,7 @@ def test_the_shared_tick_cases_are_what_the_rule_gives():
 
 
 def test_the_rule_the_state_sends_is_the_one_these_functions_apply():
-    from trainmeter.widget.ticks import LINEAR_STEPS, MAX_TICKS, MIN_TICKS, TICK_RULE
+    from trainmeter.widget.look import LINEAR_STEPS, MAX_TICKS, MIN_TICKS, TICK_RULE
 
     assert TICK_RULE["max_ticks"] == MAX_TICKS == 6 and TICK_RULE["min_ticks"] == MIN_TICKS == 4
     assert TICK_RULE["linear_steps"] == list(LINEAR_STEPS) and TICK_RULE["log_steps"][0] == [1, 2, 3, 4, 5, 6, 8]

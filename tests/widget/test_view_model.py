@@ -301,8 +301,7 @@ def test_a_training_loss_with_fewer_points_than_the_smoothings_minimum_is_drawn_
 
 
 def test_the_state_carries_the_look_both_front_ends_draw_with(run_root):
-    from trainmeter.widget.look import MAIN_CHARTS, PALETTE
-    from trainmeter.widget.ticks import TICK_RULE
+    from trainmeter.widget.look import MAIN_CHARTS, PALETTE, TICK_RULE
 
     look = build_state(facts_from_monitor(_run(run_root, FakeClock(0.0)).context))["look"]
     assert look["palette"] == list(PALETTE) and len(PALETTE) == 8 and PALETTE[0] == "#4e79a7"

@@ -157,7 +157,7 @@ class Panel(TypedDict):
 
 # -- the look (widget/look.py) ------------------------------------------------------------------------
 class TickRule(TypedDict):
-    """The axis tick rule's numbers (widget/ticks.py): label counts and the steps tried, by preference."""
+    """The axis tick rule's numbers (widget/look.py): label counts and the steps tried, by preference."""
 
     max_ticks: int
     min_ticks: int

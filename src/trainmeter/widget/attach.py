@@ -31,8 +31,7 @@ def attach_widget(monitor: Any) -> Publisher:
     global _LAST
     from trainmeter.widget.widget import TrainmeterWidget
 
-    with _REGISTRY_LOCK:
-        previous = _LAST
+    previous = live_publisher()
     if previous is not None and previous.closed and not in_marimo():
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
         # widget is still another cell's live view); its layout's comm too (ipywidgets keeps both open otherwise)
@@ -79,9 +78,7 @@ def _request_text(part: str, key: str) -> str | None:
 
 
 def _live_running() -> bool:
-    with _REGISTRY_LOCK:
-        last = _LAST
-    return last is not None and last.running
+    return getattr(live_publisher(), "running", False)
 
 
 def live_publisher() -> Publisher | None:

@@ -6,6 +6,7 @@ and the *report series* (:data:`REPORT_SERIES`: one point per report, x = sessio
 import math
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,13 +243,19 @@ def facts_from_run(passport: dict[str, Any], events: Iterable[dict[str, Any]] | 
     verdicts = list(passport["verdicts"]) if isinstance(passport.get("verdicts"), list) else log.fired
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
-    card, bar = [], None  # the compute wing's tiles and progress bar
+    card, bar = [], None  # the compute and energy wings' tiles, the compute wing's progress bar
     compute = passport.get("compute")
     if isinstance(compute, dict):
         from trainmeter.compute.card import compute_tiles, progress_bar
 
         derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
         card, bar = list(compute_tiles(compute, derivations)), progress_bar(compute, derivations)
+    energy = passport.get("energy")
+    if isinstance(energy, dict) and energy:
+        with suppress(Exception):  # an odd passport loses the replay's energy tile, nothing else
+            from trainmeter.energy.summary import energy_tile
+
+            card.append(energy_tile(energy, passport.get("derivations") or []))
     unit_word = None if tokens is None else "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
@@ -261,22 +268,9 @@ def facts_from_run(passport: dict[str, Any], events: Iterable[dict[str, Any]] | 
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s, loss_last=loss_last,
         loss_min=loss_min, loss_max=loss_max, loss_nonfinite=nonfinite, loss_points=log.loss_points,
-        step_series=tuple(step_names), warnings=tuple(warnings), extra_tiles=tuple(card + _energy_tiles(passport)),
+        step_series=tuple(step_names), warnings=tuple(warnings), extra_tiles=tuple(card),
         progress_bar=bar, error=passport.get("error"), markers=tuple(verdict_markers(verdicts)), x_map=x_map,
     )
-
-
-def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
-    """The energy tile of a saved run, with its derivation, from the passport's ``energy`` section."""
-    section = passport.get("energy")
-    if not isinstance(section, dict) or not section:
-        return []
-    try:
-        from trainmeter.energy.summary import energy_tile
-
-        return [energy_tile(section, passport.get("derivations") or [])]
-    except Exception:
-        return []  # an odd passport loses the replay's energy tile, nothing else
 
 
 def _nonfinite(value: float | None) -> str | None:

@@ -28,6 +28,7 @@ STREAM_POINTS_PER_S = 50
 """Most points per second the live stream carries per series (about): a faster series is decimated coarser from the
 start (``Decimator.coarsen``), so a fast run's first minute sends no more than a later one."""
 REPLACE_FACTOR = 3
+HISTORY_POINTS_TOTAL = 6000  # most points of a full frame, live or replayed (a saved notebook stays small)
 """A series whose front-end copy passed this many times its budget is replaced by its decimated history."""
 
 
@@ -64,11 +65,10 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (),
 
 class SeriesFeed:
     """One monitor's (a :class:`~trainmeter.core.context.RunContext`) series, decimated to ``budget_points`` each,
-    and the frames of them (a full frame holds at most ``history_points_total`` points, shared by water-filling)."""
+    and the frames of them (a full frame holds at most :data:`HISTORY_POINTS_TOTAL`, shared by water-filling)."""
 
-    def __init__(self, monitor: Any, *, budget_points: int, history_points_total: int) -> None:
+    def __init__(self, monitor: Any, *, budget_points: int) -> None:
         self.monitor = monitor
-        self.history_points_total = history_points_total
         self.views = monitor.series_views
         self.decimators: dict[str, Decimator] = self.views.decimators  # one per series; read under ``views.lock``
         self.views.subscribe("widget", budget_points=budget_points)  # the loss's twin: the optim wing's fold
@@ -162,12 +162,12 @@ class SeriesFeed:
     def series_columns(self) -> list[SeriesColumns]:
         """Every series' decimated history, open buckets included, on its native x only (the HTML snapshot)."""
         with self.views.lock:
-            return history_columns(self.decimators, None, self.shown, self.history_points_total)
+            return history_columns(self.decimators, None, self.shown, HISTORY_POINTS_TOTAL)
 
     def full_frame(self, *, include_open: bool) -> bytes:
         """A frame of the whole history (``snapshot`` or ``history``); every point counts as sent."""
         with self.views.lock:
-            columns = history_columns(self.decimators, self.x_map, self.shown, self.history_points_total,
+            columns = history_columns(self.decimators, self.x_map, self.shown, HISTORY_POINTS_TOTAL,
                                       include_open=include_open)
             for d in self.decimators.values():
                 d.mark_all_taken()
@@ -180,7 +180,7 @@ class SeriesFeed:
         a series whose front-end copy passed :data:`REPLACE_FACTOR` times its budget goes out whole."""
         columns, replaced = [], []
         with self.views.lock:
-            sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
+            sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=HISTORY_POINTS_TOTAL)}
             for d in self.decimators.values():
                 held = self.held.get(d.name, 0)
                 whole = held > REPLACE_FACTOR * d.budget_points

@@ -88,11 +88,6 @@ class RecentRate:
         if len(times) > MAX_WINDOW_ENTRIES:
             self._fold()
 
-    @property
-    def held_entries(self) -> int:
-        """Entries the window holds now (at most :data:`MAX_WINDOW_ENTRIES` after an ``extend``'s fold)."""
-        return len(self._times)
-
     def _fold(self) -> None:
         """Keep the last entry of each cell of time (and the last entry): the window's bound. Only the entries since
         the last fold (and the last folded one, whose cell a new step may share) are read: O(new steps)."""

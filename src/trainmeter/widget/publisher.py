@@ -19,15 +19,14 @@ from typing import Any
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.core.threads import OurThread
-from trainmeter.widget.dashboard_file import save_dashboard
 from trainmeter.widget.feed import SeriesFeed, shown_series
-from trainmeter.widget.view_model import build_state, facts_from_monitor
+from trainmeter.widget.host import in_marimo, show_in_marimo
+from trainmeter.widget.view_model import build_state, facts_from_monitor, save_dashboard
 
 TICK_S = 0.5
 STATE_INTERVAL_S = 1.0  # with the once-a-second live figures: a build costs ~1.5 ms (docs/spec.md section 20, threads)
 MARIMO_KEYFRAME_S = (2.0, 32.0)  # marimo answers no hello while the cell runs (Publisher.show): first, longest
 MAX_MESSAGES_PER_S = 20
-HISTORY_POINTS_TOTAL = 6000
 LIVE_INTERVAL_S = 1.0  # recent rate, RSS and their chart point: once a second, whatever --interval is
 MAX_FAILURES = 3
 
@@ -47,7 +46,6 @@ class MessageBudget:
         return True
 
 
-Path = list[str | int]
 Op = list[Any]  # [path] (delete) or [path, value] (set)
 
 
@@ -60,7 +58,7 @@ def diff(old: Any, new: Any) -> list[Op]:
     return ops
 
 
-def _diff(a: Any, b: Any, path: Path, ops: list[Op]) -> None:
+def _diff(a: Any, b: Any, path: list[str | int], ops: list[Op]) -> None:
     if a is b:
         return
     if isinstance(a, dict) and isinstance(b, dict):
@@ -117,7 +115,7 @@ class Publisher:
         clock: Seconds; defaults to the monitor's clock.
         tick_s: Seconds between ticks of the thread.
         state_interval_s: Seconds between two states sent.
-        budget_points: Points kept per series (decimated); a full frame holds at most :data:`HISTORY_POINTS_TOTAL`
+        budget_points: Points kept per series (decimated); a full frame holds at most ``HISTORY_POINTS_TOTAL``
             across all series, shared by water-filling (a saved notebook stays small: 192 KB).
 
     ``keyframes``: ``(first, longest)`` seconds between keyframes (the ``state`` and ``history`` traitlets set whole;
@@ -133,13 +131,13 @@ class Publisher:
         self.tick_s = tick_s
         self.state_interval_s = state_interval_s
         self.keyframes: tuple[float, float] | None = None
-        self.feed = SeriesFeed(monitor, budget_points=budget_points, history_points_total=HISTORY_POINTS_TOTAL)
+        self.feed = SeriesFeed(monitor, budget_points=budget_points)
         self.handles: list[Any] = []
         self.bytes_sent = 0
         self._budget = MessageBudget()
         self.states = Revisions(getattr(widget, "state", None) or {})  # what the front end holds, numbered
         self._last_state_s = self._next_keyframe_s = self._last_live_s = -math.inf
-        self._keyframe_gap_s = math.inf
+        self._keyframe_gap_s = MARIMO_KEYFRAME_S[0]  # read once show() set keyframes
         self._snapshot = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -264,11 +262,8 @@ class Publisher:
         In marimo the widget object goes into the cell's output (no handle: it stays the live view), caught up by
         keyframes (:data:`MARIMO_KEYFRAME_S`), as marimo answers no ``hello`` while the cell trains.
         """
-        from trainmeter.widget.host import in_marimo, show_in_marimo
-
         if in_marimo():
             self.keyframes = MARIMO_KEYFRAME_S
-            self._keyframe_gap_s = MARIMO_KEYFRAME_S[0]
             show_in_marimo(self.widget)
             return None
         from IPython.display import display

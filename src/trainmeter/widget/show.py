@@ -23,15 +23,14 @@ from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
-from trainmeter.widget.facts import SavedLog, report_points_from_record
-from trainmeter.widget.feed import history_columns
+from trainmeter.widget.facts import SavedLog, facts_from_monitor, facts_from_run, report_points_from_record
+from trainmeter.widget.feed import HISTORY_POINTS_TOTAL, history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
-from trainmeter.widget.labels import label_charts
-from trainmeter.widget.view_model import LOSS_NAMES, build_state, facts_from_monitor, facts_from_run, summary_text
+from trainmeter.widget.look import label_charts
+from trainmeter.widget.view_model import DASHBOARD_FILE, LOSS_NAMES, build_state, summary_text
 from trainmeter.widget.x_axis import XMap, report_mapping
 
-REPLAY_POINTS_TOTAL = 6000
 MAX_REPLAYS_KEPT = 16
 # replay widgets stay referenced (their front end draws into the static HTML's mount point)
 _REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
@@ -92,13 +91,16 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
             feed.views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
         for e in log.watch(_log_records(run.dir, read)):
             feed.take(e)
-        columns = feed.columns((*LOSS_NAMES, *SMOOTHED.values()), REPLAY_POINTS_TOTAL)  # the losses first
+        columns = feed.columns((*LOSS_NAMES, *SMOOTHED.values()), HISTORY_POINTS_TOTAL)  # the losses first
         if read.bytes_left_out:
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
                                     f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
-        state = with_live_extras(build_state(facts_from_run(_shown(passport), log, str(run.dir), feed.x_map)),
-                                 _saved_dashboard(run.dir))
+        try:
+            saved = read_json(run.dir / DASHBOARD_FILE, types=DASHBOARD_TYPES)
+        except OSError:  # missing or damaged (Damaged): the replay shows the passport's view
+            saved = None
+        state = with_live_extras(build_state(facts_from_run(_shown(passport), log, str(run.dir), feed.x_map)), saved)
     except Exception as exc:  # records of the wrong types: the run shows as damaged
         reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"
         state = build_state(facts_from_run(_shown(damaged_passport(run.dir, reason)), [], run_dir=str(run.dir)))
@@ -121,15 +123,6 @@ def _shown(passport: dict[str, Any]) -> dict[str, Any]:
     warnings = [w for w in passport.get("warnings") or [] if isinstance(w, str)]
     first = [] if any(str(reason) in w for w in warnings) else [f"damaged: {reason}"]
     return {**passport, "status": "unfinished", "warnings": first + warnings}
-
-
-def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
-    from trainmeter.widget.dashboard_file import DASHBOARD_FILE
-
-    try:
-        return read_json(run_dir / DASHBOARD_FILE, types=DASHBOARD_TYPES)
-    except OSError:  # missing or damaged (Damaged): the replay shows the passport's view
-        return None
 
 
 def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dict[str, Any]:
@@ -228,5 +221,4 @@ def _display_live(shell: Any) -> None:
     elif publisher is not None:
         print(summary_text(publisher.widget.state))
     else:
-        print("trainmeter: no run in progress in this kernel; tm.display(path) replays a saved run "
-              "(see tm.runs())")
+        print("trainmeter: no run in progress in this kernel; tm.display(path) replays a saved run (see tm.runs())")

@@ -23,7 +23,6 @@ from trainmeter.sizes import (
     format_value,
 )
 from trainmeter.widget.controls import served_rel
-from trainmeter.widget.labels import series_label
 from trainmeter.widget.look import (
     FAINT_ALPHA,
     FG,
@@ -37,8 +36,10 @@ from trainmeter.widget.look import (
     PALETTE,
     STATUS_COLOURS,
     WARNING_COLOUR,
+    linear_ticks,
+    log_ticks,
+    series_label,
 )
-from trainmeter.widget.ticks import linear_ticks, log_ticks
 from trainmeter.widget.view_model import phase_bar, summary_text
 
 CHART_POINTS = 240
@@ -322,7 +323,6 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     marks = [m for m in state.get("markers") or [] if isinstance(m, dict)]
     main = [c for c in (_chart(s, by_name, marks) for s in specs if s.get("id") in MAIN_CHARTS) if c]
     more = [c for c in (_chart(s, by_name, marks) for s in specs if s.get("id") not in MAIN_CHARTS) if c][:MAX_CHARTS]
-    chart_rows = _chart_table(main)
     more_charts = _section(f"More charts ({len(more)})", _chart_table(more)) if more else ""
     panel_specs = state.get("panels") or []
     panels = "".join(_panel(p) for p in panel_specs if p.get("id") not in MERGED_PANELS)
@@ -340,7 +340,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
             f'line-height:1.35;max-width:980px">{_header(state)}{tiles_html(state.get("tiles") or [])}'
-            + chart_rows + more_charts + f'{_phases(state, panel_specs)}{panels}{warnings}{foot}</div>')
+            + _chart_table(main) + more_charts + f'{_phases(state, panel_specs)}{panels}{warnings}{foot}</div>')
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:

@@ -1,37 +1,26 @@
 """The widget's view model: :func:`build_state` (pure) turns the :class:`~trainmeter.widget.facts.RunFacts` of a live
-or saved run into the ``state`` of docs/protocol.md (tests/widget/wire_types.py ``State``)."""
+or saved run into the ``state`` of docs/protocol.md (tests/widget/wire_types.py ``State``); ``dashboard.json``, the
+final state ``tm.display(run)`` replays (here, so a run without a widget writes it without loading the publisher)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from contextlib import suppress
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.core.throughput import NO_BATCH_READ
 from trainmeter.optim.smoothing import smoothed_spec
-from trainmeter.record.runlog import clean
-from trainmeter.sizes import (
-    format_bytes,
-    format_count,
-    format_count_pair,
-    format_number,
-    format_rate,
-    format_seconds,
-)
+from trainmeter.record.runlog import clean, write_file_atomic
+from trainmeter.sizes import format_bytes, format_count, format_count_pair, format_number, format_rate, format_seconds
 from trainmeter.verdicts.markers import markers as verdict_markers
-from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view model's inputs)
-    LIVE_STATUSES,
-    RunFacts,
-    facts_from_monitor,
-    facts_from_run,
-    report_points,
-    report_points_from_record,
-)
-from trainmeter.widget.labels import label_charts
-from trainmeter.widget.look import look
+from trainmeter.widget.facts import RunFacts, facts_from_monitor, facts_from_run  # noqa: F401  (re-exported: inputs)
+from trainmeter.widget.look import LOOK, label_charts
 from trainmeter.widget.x_axis import place_markers, x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -40,6 +29,7 @@ MAX_CHART_LINES = 24
 """Most lines of the loss and the "more series" charts, whatever ``--max-series`` is; the title counts the rest."""
 RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
 RECENT_TRAIN_SERIES = "recent_train_tokens_per_s"  # its training-only rate over the same window
+DASHBOARD_FILE = "dashboard.json"
 
 
 # -- the state --------------------------------------------------------------------------------
@@ -271,7 +261,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "markers": place_markers(verdict_markers(f.markers), f.x_map),
         "x_axis": x_axis_state(tokens=f.tokens or 0, token_unit=f.token_unit or "tokens",  # the axis' name
                                mapped=f.x_map is not None and not f.x_map.empty),
-        "look": look(),
+        "look": LOOK,
     }
     if f.controls is not None:  # the alerts' sentences show in its banner, not again among the warnings
         state["controls"] = f.controls
@@ -284,3 +274,15 @@ def summary_text(state: dict[str, Any]) -> str:
     """One text line for a state: where widgets do not render."""
     where = f"; run folder {state['run_dir']}" if state.get("run_dir") else ""
     return f"trainmeter: {state.get('name')} [{state.get('status')}] {state.get('text_line', '')}{where}"
+
+
+def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
+    """Write the final ``state`` to ``run_dir/dashboard.json`` (the live panels, charts and tiles the passport lacks);
+    a failure only loses the replay's extras."""
+    if run_dir is None:
+        return
+    with suppress(Exception):
+        # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
+        # places the run from where it is read
+        kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}
+        write_file_atomic(Path(run_dir) / DASHBOARD_FILE, json.dumps(kept, separators=(",", ":")))

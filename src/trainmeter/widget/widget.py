@@ -14,9 +14,8 @@ import traitlets
 from trainmeter.widget.controls import obey
 from trainmeter.widget.frame import frame_seq
 
-STATIC = Path(__file__).parent.parent / "static"
-ESM_PATH = STATIC / "widget.js"
-CSS_PATH = STATIC / "widget.css"
+ESM_PATH = Path(__file__).parent.parent / "static" / "widget.js"
+CSS_PATH = ESM_PATH.with_name("widget.css")
 SCHEMA_VERSION = 2
 
 HINT = ("(the live dashboard is not shown here. In Jupyter it needs the widget front end: `pip install anywidget`, "
