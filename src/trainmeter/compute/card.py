@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.compute.eta import pace_of
 from trainmeter.compute.flops import flops_range
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
@@ -233,8 +234,6 @@ def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations:
 
 def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The header's progress bar from the ``progress`` and ``eta_s`` derivations (its ETA and pace), or ``None``."""
-    from trainmeter.compute.eta import pace_of
-
     prog = derivations.get("progress")
     if prog is None or prog.get("value") is None:
         return None

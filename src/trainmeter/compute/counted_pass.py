@@ -69,18 +69,16 @@ class PreparedCount:
     def run(self) -> CountedFlops:
         """The meta pass's result, as ``counted_flops_per_token(..., method="meta")`` gives it. Never raises."""
         with self._lock:
-            if self.result is None:
-                self.result = self._pass()
+            if self.result is not None:
+                return self.result
+            (clone, args, kwargs, call), self._job = self._job, ()  # the copy goes with this pass
+            try:
+                total, by_op = _counted_pass(clone, args, kwargs, None, call, on_training_thread=False)
+                self.result = _result("meta", total, by_op, "meta copy", call, self._unit, self._count, [])
+            except Exception as exc:  # noqa: BLE001 - never raise into training code
+                self.result = CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
+                                           reason=f"meta pass failed: {_failure(exc, call)}")
             return self.result
-
-    def _pass(self) -> CountedFlops:
-        (clone, args, kwargs, call), self._job = self._job, ()  # the copy goes with this pass
-        try:
-            total, by_op = _counted_pass(clone, args, kwargs, None, call, on_training_thread=False)
-            return _result("meta", total, by_op, "meta copy", call, self._unit, self._count, [])
-        except Exception as exc:  # noqa: BLE001 - never raise into training code
-            return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
-                                reason=f"meta pass failed: {_failure(exc, call)}")
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
@@ -312,8 +310,7 @@ def model_copy(model: Any, *, real: bool = False) -> tuple[Any, str, str | None]
         import torch
 
         root = unwrap(model)
-        sharded = is_sharded(root)
-        if sharded and real:
+        if real and is_sharded(root):
             return None, "", "the model is sharded (FSDP / DTensor parameters): only a meta copy is counted"
         try:
             memo = _memo(root, torch, real)

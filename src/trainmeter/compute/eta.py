@@ -43,11 +43,6 @@ def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
                 window=f"the last {span} of steps, wall clock (every phase counts)")
 
 
-def pick_pace(recent: Pace | None, training: Pace) -> Pace:
-    """The rule: the recent pace when the run has one (a measured rate above 0), else the training-only pace."""
-    return recent if recent is not None and (finite_number(recent.per_s) or 0) > 0 else training
-
-
 def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens") -> Derivation:
     """Seconds left at ``pace``: max(budget - done, 0) / pace, ``done`` and ``budget`` in ``unit`` (``tokens`` or
     ``steps``, naming the inputs); a Derivation named ``eta_s`` (``eta_s.session`` at the session pace), ``None`` with
@@ -74,8 +69,10 @@ def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens")
 
 
 def eta(done: Quantity, budget: Quantity, *, recent: Pace | None, training: Pace, unit: str = "tokens") -> Derivation:
-    """The one ETA: :func:`eta_s` at :func:`pick_pace` (recent when the run has one, else training-only)."""
-    return eta_s(done, budget, pick_pace(recent, training), unit=unit)
+    """The one ETA: :func:`eta_s` at the recent pace when the run has one (a measured rate above 0), else at the
+    training-only pace."""
+    pace = recent if recent is not None and (finite_number(recent.per_s) or 0) > 0 else training
+    return eta_s(done, budget, pace, unit=unit)
 
 
 def pace_of(derivation: Derivation | dict[str, Any] | None) -> str:

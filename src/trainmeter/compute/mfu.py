@@ -145,8 +145,7 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
     """``--peak-tflops X --peak-source TEXT`` (for ``dtype``, ``None``: any) as a declared :class:`PeakRow` (card
-    ``"declared"``), or ``None`` when neither is given; ``ValueError`` as
-    :func:`trainmeter.compute.peaks.validate_peak`."""
+    ``"declared"``), or ``None`` when neither is given; ``ValueError`` as :func:`validate_peak`."""
     value = validate_peak(peak_tflops, peak_source)
     if value is None:
         return None

@@ -57,8 +57,7 @@ class ModelShape:
     @property
     def frozen(self) -> bool:
         """True when part of the model is known to be frozen (fewer trained parameters than N)."""
-        n = self.n_params
-        return n is not None and self.n_trained_params is not None and self.n_trained_params < n
+        return self.n_params is not None and self.n_trained_params is not None and self.n_trained_params < self.n_params
 
     @property
     def is_moe(self) -> bool:
@@ -223,11 +222,9 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
 
 def shape_from_config(config: Any) -> ModelShape:
     """Read a :class:`ModelShape` from a config (a dict, a ``PretrainedConfig``-like object, or ``None``); never raises.
-
     Keys read are ``detected`` (the key as source); a GPT-2 config without ``n_inner`` gets ffn width 4d, one without
     kv heads ``kv_heads = heads`` (assumed); S is the context length, ``assumed``; N and E are analytic for the GPT-2 and
-    Llama layouts (``detected`` when ``model_type`` names the family, ``assumed`` from the key spelling alone).
-    """
+    Llama layouts (``detected`` when ``model_type`` names the family, ``assumed`` from the key spelling alone)."""
     cfg = config_to_dict(config)
     shape = ModelShape()
     for name in (key for key in _KEYS if key != "positions"):  # the context length is S, assumed: below

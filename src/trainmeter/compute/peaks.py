@@ -66,8 +66,6 @@ BY_MEMORY_GIB: tuple[tuple[str, float, float, str], ...] = tuple(map(tuple, _DAT
 """(family pattern, lowest GiB, highest GiB, card): a memory size that settles an ambiguous name. H100 NVL (94 GB)
 reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB parts read 79.6 GiB."""
 
-LEFT_OUT: tuple[tuple[str, str], ...] = tuple(map(tuple, _DATA["left_out"]))  # cards left out, and why
-SM_SOURCES: str = _DATA["notes"]["SMS"]  # where the rows' SM (CU) counts come from
 
 MIG_NAME: str = _DATA["mig_name"]
 """The MIG suffix of a device name (``"NVIDIA A100-SXM4-40GB MIG 3g.20gb"``): the card is matched without it."""
@@ -154,14 +152,6 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
     return None if card is None else _BY_CARD[card]
 
 
-def match_card(device_name: object, *, pci_device_id: int | None = None,
-               memory_bytes: float | None = None) -> str | None:
-    """The card an NVML or torch device name (where ambiguous, its PCI device id: NVML's ``pciDeviceId`` or the
-    bare 16-bit id; or memory in bytes) matches, or ``None``."""
-    row = _find(device_name, pci_device_id, memory_bytes)
-    return row.card if row is not None else None
-
-
 def _lookup(device_name: object, dtype: object, pci_device_id: int | None = None, memory_bytes: float | None = None,
             sm_count: int | None = None, nvml_name: str | None = None) -> tuple[PeakRow | None, str | None]:
     """``(peak, None)`` or ``(None, reason)``: the row of ``device_name`` (else of ``nvml_name``), times the device's
@@ -206,8 +196,8 @@ def _lookup(device_name: object, dtype: object, pci_device_id: int | None = None
 def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int | None = None,
                memory_bytes: float | None = None, sm_count: int | None = None) -> PeakRow | None:
     """The dense peak of ``device_name`` (``"NVIDIA H100 80GB HBM3"``) for ``dtype`` (a name or torch dtype;
-    ``ValueError`` if unknown), or ``None`` (:func:`why_no_peak` says why); ``pci_device_id`` and ``memory_bytes``
-    settle a name that does not say its variant; ``sm_count`` (torch's ``multi_processor_count``) gives a MIG
+    ``ValueError`` if unknown), or ``None`` (``_lookup`` says why); ``pci_device_id`` and ``memory_bytes`` settle
+    a name that does not say its variant; ``sm_count`` (torch's ``multi_processor_count``) gives a MIG
     instance's or a partition's share of the card (a MIG instance without it: ``None``)."""
     return _lookup(device_name, dtype, pci_device_id, memory_bytes, sm_count)[0]
 
@@ -235,15 +225,6 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
         raise ValueError(f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "
                          f"(a datasheet, a measured matmul); got {peak_source!r}")
     return value
-
-
-def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_id: int | None = None,
-                memory_bytes: float | None = None, sm_count: int | None = None) -> str | None:
-    """Why :func:`peak_flops` gives no peak (ending with the flags that enable MFU anyway), or ``None``."""
-    try:
-        return _lookup(device_name, dtype, pci_device_id, memory_bytes, sm_count)[1]
-    except ValueError as exc:
-        return f"{exc}; pass {PEAK_FLAGS} to declare one"
 
 
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,

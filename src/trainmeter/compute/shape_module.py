@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from trainmeter.compute.model_shape import ModelShape, config_to_dict, shape_from_config
+from trainmeter.compute.model_shape import ModelShape, shape_from_config
 
 _HEAD_ATTRS = ("num_heads", "n_head", "n_heads", "num_attention_heads")
 _TOPK_ATTRS = ("top_k", "num_experts_per_tok", "k")
@@ -105,8 +105,7 @@ def shape_from_module(module: Any) -> ModelShape:
     import torch.nn as nn
 
     root = getattr(module, "_orig_mod", module)
-    config = getattr(root, "config", None)
-    from_config = shape_from_config(config) if config_to_dict(config) else ModelShape()
+    from_config = shape_from_config(getattr(root, "config", None))  # no config: an empty shape
     shape = ModelShape()
 
     n = _numel(root.parameters())

@@ -85,8 +85,7 @@ class Overhead(ExtensionBase):
 
     def stop(self) -> None:
         """Read the threads once more (they still run); no timed step is armed after this."""
-        m = self._m
-        if m is None or self._t1 is not None:
+        if self._m is None or self._t1 is not None:
             return
         self._read_threads()
         self._t1 = self._now()
