@@ -28,7 +28,6 @@ from trainmeter.compute.flop_count import (
     _inputs,
     _result,
     counted_flops_per_token,
-    kept_from,
 )
 
 
@@ -52,6 +51,12 @@ def _compiled_anything() -> bool:
         return bool(counters["frames"]["total"] or counters["stats"]["calls_captured"])
     except Exception:  # noqa: BLE001 - an unknown Dynamo: count on the training thread
         return True
+
+
+def kept_from(model: Any) -> Call:
+    """The call the run keeps the batch of (core/root_calls.py): a LightningModule's ``training_step``, else forward."""
+    lightning = any(c.__name__ == "LightningModule" for c in type(model).__mro__)
+    return "training_step" if lightning else "forward"
 
 
 class PreparedCount:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from trainmeter.compute.eta import NO_BUDGET
 from trainmeter.compute.peaks import PEAK_FLAGS, PeakRow, normalize_dtype, validate_peak
 from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, input_number
 
@@ -137,8 +138,7 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
               as_input("budget_tokens", budget, "tokens", "declared"))
     seen, total = (input_number(i) for i in inputs)
-    miss = ("no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops" if total is None or total <= 0
-            else "tokens seen unknown" if seen is None else None)
+    miss = NO_BUDGET if total is None or total <= 0 else "tokens seen unknown" if seen is None else None
     return Derivation(name="progress", formula="min(1, tokens_seen / budget_tokens)", unit="fraction", inputs=inputs,
                       value=None if miss else min(1.0, max(0.0, seen / total)), missing=miss)  # type: ignore[operator]
 

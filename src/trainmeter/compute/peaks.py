@@ -2,8 +2,7 @@
 
 The rows are data, in ``peak_table.json`` beside this module (docs/peaks.md is generated from them, with the matching
 rules); the dense peak is derived (quoted / 2 for a 2:4-sparse figure); rows are tried in order, most specific first.
-A card or dtype the table lacks has no peak, never a guess (docs/spec.md section 5). Pure; never imports torch.
-Thread-safe.
+A card or dtype the table lacks has no peak, never a guess (docs/spec.md section 5). Pure, thread-safe; no torch.
 """
 
 from __future__ import annotations
@@ -72,7 +71,6 @@ MIG_NAME: str = _DATA["mig_name"]
 
 VGPU_NAME: str = _DATA["vgpu_name"]
 """A vGPU profile's name (``"NVIDIA A10-4Q"``, ``"GRID A100-40C"``): its share of the card cannot be read."""
-_BY_CARD = {r.card: r for r in TABLE}
 
 MAX_PEAK_TFLOPS = 1e6  # the one limit on a declared peak (spec section 5): 1 EFLOP/s per device, more is a unit slip
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
@@ -149,7 +147,7 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
         gib = float(memory_bytes) / 2**30
         card = next((c for pattern, low, high, c in BY_MEMORY_GIB if re.search(pattern, name) and low <= gib <= high),
                     None)
-    return None if card is None else _BY_CARD[card]
+    return next((r for r in TABLE if r.card == card), None)
 
 
 def _lookup(device_name: object, dtype: object, pci_device_id: int | None = None, memory_bytes: float | None = None,
@@ -230,11 +228,10 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
                  uuid: object = None, dtype_read: object = None, sm_count: int | None = None, *,
                  gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
-    """The peak of a run's device (``None``: the CPU; its torch name, memory in bytes and SM count) and dtype
-    (``None``: one without a tensor-core peak, ``dtype_read`` named), settled by the identity the GPU wing's view
-    ``gpu`` read for ``uuid`` (its ``DeviceIdentity``: PCI device id, memory, NVML name): ``(peak, reason,
-    waiting)``, ``waiting`` while NVML still opens (a later report matches again). ``ValueError`` for an unknown
-    ``dtype``."""
+    """The peak of a run's device (``None``: the CPU; its torch name, memory in bytes and SM count) and dtype (``None``:
+    one without a tensor-core peak, ``dtype_read`` named), settled by the identity the GPU wing's view ``gpu`` read for
+    ``uuid`` (its ``DeviceIdentity``: PCI device id, memory, NVML name): ``(peak, reason, waiting)``, ``waiting`` while
+    NVML still opens (a later report matches again). ``ValueError`` for an unknown ``dtype``."""
     if device_name is None:
         return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
                       "--peak-tflops X --peak-source TEXT to declare one"), False
