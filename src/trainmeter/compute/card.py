@@ -239,8 +239,7 @@ def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]
         return None
     eta = derivations.get("eta_s") or {}
     inputs = {i["name"]: i["value"] for i in prog.get("inputs", [])}
-    steps = "budget_steps" in inputs  # else the run's counted unit: samples where no token ids were read
-    done, total, unit = ("steps", "budget_steps", "steps") if steps else (
-        "tokens_seen", "budget_tokens", section.get("unit") or "tokens")
+    done, total, unit = ("steps", "budget_steps", "steps") if "budget_steps" in inputs else (
+        "tokens_seen", "budget_tokens", section.get("unit") or "tokens")  # the run's unit: samples without token ids
     label = " / ".join(format_count_pair(inputs.get(done), inputs.get(total))) + f" {unit}"
     return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": pace_of(eta or None), "label": label}

@@ -189,8 +189,6 @@ class CountOnWorker:
         return replace(real, reason="; ".join(r for r in (failed.reason, real.reason) if r) or None)
 
 
-_WRAPPERS = ("DistributedDataParallel", "DataParallel")
-_COMPOSABLE_KEY = "__composable_api_state_key"
 _DETACHED_KEYS = ("_trainer", "_fabric", "_device_mesh")  # a LightningModule's links to its run
 _DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader", "Fabric",
                                "Optimizer"})  # an optimizer a module holds (SB3's policy): its state is not copied
@@ -211,7 +209,7 @@ def unwrap(model: Any) -> Any:
     root = model
     for _ in range(4):
         inner = getattr(root, "_orig_mod", None)
-        if inner is None and type(root).__name__ in _WRAPPERS:
+        if inner is None and type(root).__name__ in ("DistributedDataParallel", "DataParallel"):
             inner = getattr(root, "module", None)
         if inner is None:
             break
@@ -246,7 +244,7 @@ def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
     memo: dict[int, Any] = {}
     for module in root.modules():
         for key, value in vars(module).items():
-            if key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
+            if key.startswith("__composable_api_state_key") or ("hooks" in key and isinstance(value, dict)):
                 memo[id(value)] = type(value)() if isinstance(value, OrderedDict) else {}
             elif _detached(key, value):
                 memo[id(value)] = None

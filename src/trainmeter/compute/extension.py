@@ -261,12 +261,7 @@ class ComputeExtension(ExtensionBase):
         o = m.options
         chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None
         if o.budget_steps is not None:
-            steps_in = Input(name="steps", value=steps, unit="1", provenance="counted", source="optimizer steps")
-            budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
-                              source="--budget-steps")
-            out["progress"] = Derivation(name="progress", formula="min(1, steps / budget_steps)",
-                                         value=min(1.0, steps / o.budget_steps), unit="fraction",
-                                         inputs=(steps_in, budget_in))
+            out["progress"] = progress(steps, o.budget_steps, steps=True)
             tps = tokens / steps if steps and tokens is not None else None
             budget = budget_tokens(steps=o.budget_steps, tokens_per_step=tps)
         elif o.budget_tokens is not None:

@@ -133,13 +133,16 @@ def flops_required(flops_per_token: Quantity, *, tokens: Quantity = None, steps:
                       unit="FLOP", inputs=inputs, missing=miss)
 
 
-def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
-    """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens."""
-    inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
-              as_input("budget_tokens", budget, "tokens", "declared"))
+def progress(done: Quantity, budget: Quantity, *, steps: bool = False) -> Derivation:
+    """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens, or with ``steps`` the optimizer steps
+    over ``--budget-steps``."""
+    seen_name, budget_name = ("steps", "budget_steps") if steps else ("tokens_seen", "budget_tokens")
+    unit, sources = ("1", ("optimizer steps", "--budget-steps")) if steps else ("tokens", ("", ""))
+    inputs = (as_input(seen_name, done, unit, "counted", sources[0]),
+              as_input(budget_name, budget, unit, "declared", sources[1]))
     seen, total = (input_number(i) for i in inputs)
     miss = NO_BUDGET if total is None or total <= 0 else "tokens seen unknown" if seen is None else None
-    return Derivation(name="progress", formula="min(1, tokens_seen / budget_tokens)", unit="fraction", inputs=inputs,
+    return Derivation(name="progress", formula=f"min(1, {seen_name} / {budget_name})", unit="fraction", inputs=inputs,
                       value=None if miss else min(1.0, max(0.0, seen / total)), missing=miss)  # type: ignore[operator]
 
 

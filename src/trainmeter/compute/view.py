@@ -29,10 +29,8 @@ class ComputeView:
 
     def mfu(self, convention: str | None = None) -> Derivation | None:
         """Training-only MFU under ``convention`` (default: the chosen one), or ``None`` when not derived."""
-        from trainmeter.compute.mfu import mfu_name
-
         conv = convention or self.convention
-        return self.derived.get(mfu_name(conv)) if conv else None
+        return self.derived.get(f"mfu[{conv}]") if conv else None
 
     def flop_per_s(self, convention: str | None = None) -> Derivation | None:
         """Model FLOP/s per device under ``convention`` (default: the chosen one) at the training-only pace: F x
