@@ -47,8 +47,7 @@ def _compiled_anything() -> bool:
     if utils is None:
         return False
     try:
-        counters = utils.counters
-        return bool(counters["frames"]["total"] or counters["stats"]["calls_captured"])
+        return bool(utils.counters["frames"]["total"] or utils.counters["stats"]["calls_captured"])
     except Exception:  # noqa: BLE001 - an unknown Dynamo: count on the training thread
         return True
 
@@ -316,8 +315,7 @@ def model_copy(model: Any, *, real: bool = False) -> tuple[Any, str, str | None]
         if real and is_sharded(root):
             return None, "", "the model is sharded (FSDP / DTensor parameters): only a meta copy is counted"
         try:
-            memo = _memo(root, torch, real)
-            clone = _clone_module(root, memo, torch.nn.Module)
+            clone = _clone_module(root, _memo(root, torch, real), torch.nn.Module)
             return clone, "real copy" if real else "meta copy", None
         except Exception as exc:  # noqa: BLE001 - an uncopyable model is counted from its config or skipped
             copy_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

@@ -56,7 +56,6 @@ class CountedFlops:
 
 
 def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
-    """Apply ``fn`` to every tensor inside nested tuples, lists and dicts."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, (list, tuple)):

@@ -134,8 +134,7 @@ def flops_required(flops_per_token: Quantity, *, tokens: Quantity = None, steps:
 
 
 def progress(done: Quantity, budget: Quantity, *, steps: bool = False) -> Derivation:
-    """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens, or with ``steps`` the optimizer steps
-    over ``--budget-steps``."""
+    """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens (``steps``: steps / budget_steps)."""
     seen_name, budget_name = ("steps", "budget_steps") if steps else ("tokens_seen", "budget_tokens")
     unit, sources = ("1", ("optimizer steps", "--budget-steps")) if steps else ("tokens", ("", ""))
     inputs = (as_input(seen_name, done, unit, "counted", sources[0]),
