@@ -113,7 +113,9 @@ def ladder_phases(torch: Any, dev: Any, sampler: Any, clock: Any, seconds: float
 def calibration(tm: Any, dev: Any, name: str, memory_bytes: int | None, sms: int | None,
                 dry: bool) -> tuple[dict[str, Any], bool]:
     """Phases 2 and 3: the table's peaks for this card, and the measured ceilings against them."""
-    from trainmeter.compute.peaks import peak_flops, why_no_peak
+    from tests.compute.peak_lookup import why_no_peak
+
+    from trainmeter.compute.peaks import peak_flops
 
     dtypes = ("fp32", "bf16") if dry else ("bf16", "fp16", "tf32")
     cal = tm.calibrate(dtypes, device=dev, size=64 if dry else 8192, min_seconds=0.01 if dry else 1.0)
@@ -195,10 +197,11 @@ def _monitor(tm: Any, flags: dict[str, Any], dry: bool) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     import torch
+    from tests.compute.peak_lookup import match_card, why_no_peak
     from tests.fakes.gpu.fake import FakeNvml
 
     import trainmeter as tm
-    from trainmeter.compute.peaks import TABLE, match_card, peak_flops, why_no_peak
+    from trainmeter.compute.peaks import TABLE, peak_flops
     from trainmeter.core.clock import FakeClock, MonotonicClock
     from trainmeter.gpu.sampler import GpuSampler
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from trainmeter.compute.card import progress_bar
-from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, eta_s, pace_of, pick_pace, recent_pace
+from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, eta_s, pace_of, recent_pace
 from trainmeter.compute.mfu import budget_tokens, progress
 
 TRAINING = Pace(name="training-only", per_s=100_000.0, window=REPORT_WINDOW)
@@ -35,8 +35,9 @@ def test_the_recent_pace_wins_when_the_run_has_one_and_says_over_which_window() 
 
 
 def test_without_a_recent_rate_the_training_only_pace_is_used() -> None:
-    assert pick_pace(None, TRAINING) is TRAINING
-    assert pick_pace(Pace(name="recent", per_s=0.0, window="w"), TRAINING) is TRAINING
+    assert pace_of(eta(5e9, 20e9, recent=None, training=TRAINING)) == "training-only"
+    stalled = Pace(name="recent", per_s=0.0, window="w")
+    assert pace_of(eta(5e9, 20e9, recent=stalled, training=TRAINING)) == "training-only"
     assert pace_of(eta(5e9, 20e9, recent=recent_pace(None), training=TRAINING)) == "training-only"
 
 

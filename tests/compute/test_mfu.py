@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tests.compute.peak_lookup import why_no_peak
 from trainmeter.compute.flops import ModelShape, flops_per_token
 from trainmeter.compute.mfu import (
     budget_tokens,
@@ -15,7 +16,7 @@ from trainmeter.compute.mfu import (
     parse_peak_args,
     progress,
 )
-from trainmeter.compute.peaks import peak_flops, why_no_peak
+from trainmeter.compute.peaks import peak_flops
 from trainmeter.core.provenance import Input
 
 

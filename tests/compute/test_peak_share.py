@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from trainmeter.compute.peaks import TABLE, match_card, peak_flops, peak_for_run, why_no_peak
+from tests.compute.peak_lookup import match_card, why_no_peak
+from trainmeter.compute.peaks import TABLE, peak_flops, peak_for_run
 
 GIB = 1024**3
 

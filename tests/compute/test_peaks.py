@@ -7,22 +7,19 @@ import re
 
 import pytest
 
+from tests.compute.peak_lookup import LEFT_OUT, SM_SOURCES, match_card, why_no_peak
 from trainmeter.compute.peaks import (
     AMBIGUOUS,
     BY_MEMORY_GIB,
     BY_PCI_DEVICE_ID,
     DTYPES,
-    LEFT_OUT,
     MIG_NAME,
-    SM_SOURCES,
     TABLE,
     VGPU_NAME,
     PeakRow,
-    match_card,
     normalize_dtype,
     peak_flops,
     peak_for_run,
-    why_no_peak,
 )
 
 MIB = 1024**2

@@ -170,7 +170,7 @@ def test_a_monitored_vision_run_is_in_samples_with_conventions_withheld(tmp_path
     md = (Path(m.run_dir) / "passport.md").read_text()
     assert "FLOP/sample" in md and "/token" not in md.split("### Compute")[1].split("<details>")[0]
     view = m.extension("compute")
-    assert view.unit == "samples" and view.per == "sample" and view.conventions_missing
+    assert view.unit == "samples" and view.conventions_missing
 
 
 def test_timm_models_or_the_reason_timm_is_skipped() -> None:

@@ -51,7 +51,6 @@ class Calibration:
     skipped: dict[str, str]
 
     def ceiling(self, dtype: str | None) -> Ceiling | None:
-        """The ceiling for ``dtype``, or ``None``."""
         return self.ceilings.get(dtype) if dtype else None
 
     def __repr__(self) -> str:
@@ -115,9 +114,8 @@ def _measure_one(torch: Any, device: Any, dtype: str, size: int, *, clock: Calla
     rate = achieved_flops_per_s((size, size, size), repeats, seconds)
     if rate is None:
         raise RuntimeError(f"the clock did not advance over {repeats} matmuls")
-    name = torch.cuda.get_device_name(device) if on_cuda else "cpu"
-    return Ceiling(device=str(device), device_name=name, dtype=dtype, shape=(size, size, size), repeats=repeats,
-                   seconds=seconds, flops_per_s=rate)
+    return Ceiling(device=str(device), device_name=torch.cuda.get_device_name(device) if on_cuda else "cpu",
+                   dtype=dtype, shape=(size, size, size), repeats=repeats, seconds=seconds, flops_per_s=rate)
 
 
 def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: int | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.compute.eta import pace_of
 from trainmeter.compute.flops import flops_range
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
@@ -233,15 +234,12 @@ def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations:
 
 def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The header's progress bar from the ``progress`` and ``eta_s`` derivations (its ETA and pace), or ``None``."""
-    from trainmeter.compute.eta import pace_of
-
     prog = derivations.get("progress")
     if prog is None or prog.get("value") is None:
         return None
     eta = derivations.get("eta_s") or {}
     inputs = {i["name"]: i["value"] for i in prog.get("inputs", [])}
-    steps = "budget_steps" in inputs  # else the run's counted unit: samples where no token ids were read
-    done, total, unit = ("steps", "budget_steps", "steps") if steps else (
-        "tokens_seen", "budget_tokens", section.get("unit") or "tokens")
+    done, total, unit = ("steps", "budget_steps", "steps") if "budget_steps" in inputs else (
+        "tokens_seen", "budget_tokens", section.get("unit") or "tokens")  # the run's unit: samples without token ids
     label = " / ".join(format_count_pair(inputs.get(done), inputs.get(total))) + f" {unit}"
     return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": pace_of(eta or None), "label": label}

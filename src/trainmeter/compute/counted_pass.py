@@ -28,7 +28,6 @@ from trainmeter.compute.flop_count import (
     _inputs,
     _result,
     counted_flops_per_token,
-    kept_from,
 )
 
 
@@ -48,10 +47,15 @@ def _compiled_anything() -> bool:
     if utils is None:
         return False
     try:
-        counters = utils.counters
-        return bool(counters["frames"]["total"] or counters["stats"]["calls_captured"])
+        return bool(utils.counters["frames"]["total"] or utils.counters["stats"]["calls_captured"])
     except Exception:  # noqa: BLE001 - an unknown Dynamo: count on the training thread
         return True
+
+
+def kept_from(model: Any) -> Call:
+    """The call the run keeps the batch of (core/root_calls.py): a LightningModule's ``training_step``, else forward."""
+    lightning = any(c.__name__ == "LightningModule" for c in type(model).__mro__)
+    return "training_step" if lightning else "forward"
 
 
 class PreparedCount:
@@ -69,18 +73,16 @@ class PreparedCount:
     def run(self) -> CountedFlops:
         """The meta pass's result, as ``counted_flops_per_token(..., method="meta")`` gives it. Never raises."""
         with self._lock:
-            if self.result is None:
-                self.result = self._pass()
+            if self.result is not None:
+                return self.result
+            (clone, args, kwargs, call), self._job = self._job, ()  # the copy goes with this pass
+            try:
+                total, by_op = _counted_pass(clone, args, kwargs, None, call, on_training_thread=False)
+                self.result = _result("meta", total, by_op, "meta copy", call, self._unit, self._count, [])
+            except Exception as exc:  # noqa: BLE001 - never raise into training code
+                self.result = CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
+                                           reason=f"meta pass failed: {_failure(exc, call)}")
             return self.result
-
-    def _pass(self) -> CountedFlops:
-        (clone, args, kwargs, call), self._job = self._job, ()  # the copy goes with this pass
-        try:
-            total, by_op = _counted_pass(clone, args, kwargs, None, call, on_training_thread=False)
-            return _result("meta", total, by_op, "meta copy", call, self._unit, self._count, [])
-        except Exception as exc:  # noqa: BLE001 - never raise into training code
-            return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
-                                reason=f"meta pass failed: {_failure(exc, call)}")
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
@@ -186,8 +188,6 @@ class CountOnWorker:
         return replace(real, reason="; ".join(r for r in (failed.reason, real.reason) if r) or None)
 
 
-_WRAPPERS = ("DistributedDataParallel", "DataParallel")
-_COMPOSABLE_KEY = "__composable_api_state_key"
 _DETACHED_KEYS = ("_trainer", "_fabric", "_device_mesh")  # a LightningModule's links to its run
 _DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader", "Fabric",
                                "Optimizer"})  # an optimizer a module holds (SB3's policy): its state is not copied
@@ -208,7 +208,7 @@ def unwrap(model: Any) -> Any:
     root = model
     for _ in range(4):
         inner = getattr(root, "_orig_mod", None)
-        if inner is None and type(root).__name__ in _WRAPPERS:
+        if inner is None and type(root).__name__ in ("DistributedDataParallel", "DataParallel"):
             inner = getattr(root, "module", None)
         if inner is None:
             break
@@ -243,7 +243,7 @@ def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
     memo: dict[int, Any] = {}
     for module in root.modules():
         for key, value in vars(module).items():
-            if key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
+            if key.startswith("__composable_api_state_key") or ("hooks" in key and isinstance(value, dict)):
                 memo[id(value)] = type(value)() if isinstance(value, OrderedDict) else {}
             elif _detached(key, value):
                 memo[id(value)] = None
@@ -312,12 +312,10 @@ def model_copy(model: Any, *, real: bool = False) -> tuple[Any, str, str | None]
         import torch
 
         root = unwrap(model)
-        sharded = is_sharded(root)
-        if sharded and real:
+        if real and is_sharded(root):
             return None, "", "the model is sharded (FSDP / DTensor parameters): only a meta copy is counted"
         try:
-            memo = _memo(root, torch, real)
-            clone = _clone_module(root, memo, torch.nn.Module)
+            clone = _clone_module(root, _memo(root, torch, real), torch.nn.Module)
             return clone, "real copy" if real else "meta copy", None
         except Exception as exc:  # noqa: BLE001 - an uncopyable model is counted from its config or skipped
             copy_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

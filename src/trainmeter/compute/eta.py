@@ -14,6 +14,7 @@ from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, fi
 PaceName = Literal["recent", "training-only", "session"]
 PACES: tuple[str, ...] = ("recent", "training-only", "session")  # last seconds (wall), inside steps, whole wall clock
 
+NO_BUDGET = "no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops"
 REPORT_WINDOW = "the last report window's seconds inside training steps"
 WHOLE_RUN = "the whole run's seconds inside training steps"
 
@@ -43,11 +44,6 @@ def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
                 window=f"the last {span} of steps, wall clock (every phase counts)")
 
 
-def pick_pace(recent: Pace | None, training: Pace) -> Pace:
-    """The rule: the recent pace when the run has one (a measured rate above 0), else the training-only pace."""
-    return recent if recent is not None and (finite_number(recent.per_s) or 0) > 0 else training
-
-
 def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens") -> Derivation:
     """Seconds left at ``pace``: max(budget - done, 0) / pace, ``done`` and ``budget`` in ``unit`` (``tokens`` or
     ``steps``, naming the inputs); a Derivation named ``eta_s`` (``eta_s.session`` at the session pace), ``None`` with
@@ -66,16 +62,16 @@ def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens")
     seen, total, rate = (input_number(i) for i in inputs[:3])
     formula = f"max({budget_name} - {seen_name}, 0) / {rate_name}"
     name = "eta_s.session" if pace.name == "session" else "eta_s"
-    miss = ("no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops"
-            if total is None or total <= 0 else f"{unit} seen unknown" if seen is None else
+    miss = (NO_BUDGET if total is None or total <= 0 else f"{unit} seen unknown" if seen is None else
             f"{pace.name} {unit}/s not measured yet" if rate is None or rate <= 0 else None)
     return Derivation(name=name, formula=formula, unit="s", inputs=inputs, missing=miss,
                       value=None if miss else max(total - seen, 0.0) / rate)  # type: ignore[operator]
 
 
 def eta(done: Quantity, budget: Quantity, *, recent: Pace | None, training: Pace, unit: str = "tokens") -> Derivation:
-    """The one ETA: :func:`eta_s` at :func:`pick_pace` (recent when the run has one, else training-only)."""
-    return eta_s(done, budget, pick_pace(recent, training), unit=unit)
+    """The one ETA: :func:`eta_s` at the recent pace when the run has one (a rate above 0), else training-only."""
+    pace = recent if recent is not None and (finite_number(recent.per_s) or 0) > 0 else training
+    return eta_s(done, budget, pace, unit=unit)
 
 
 def pace_of(derivation: Derivation | dict[str, Any] | None) -> str:

@@ -75,7 +75,6 @@ class ComputeExtension(ExtensionBase):
                            peak_missing=self.peak_missing, derived=self.derived, unit=unit,
                            conventions_missing=self.conventions_missing)
 
-    # -- one-time model read -------------------------------------------------------
     def _prepare(self, final: bool = False) -> None:
         m = self._m
         model = m.model_ref() if m is not None and m.model_ref is not None else None
@@ -84,7 +83,9 @@ class ComputeExtension(ExtensionBase):
         if not final and getattr(m.probes, "example_pending", False):
             return  # the first training batch is not kept yet: S and the counted FLOPs need it
         self._ready = True
+        from trainmeter.compute.counted_pass import CountOnWorker
         from trainmeter.compute.flops import override_shape, shape_from_module
+        from trainmeter.compute.shape_module import packed_read
         from trainmeter.core.batch import batch_seq  # as the run reads the batch (its columns' token-weighted S)
 
         o, probes = m.options, m.probes
@@ -100,12 +101,8 @@ class ComputeExtension(ExtensionBase):
         self._shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
         self.conventions_missing = _not_a_language_model(m.token_unit, self._shape)
         if o.seq_len is None and self.conventions_missing is None:
-            from trainmeter.compute.shape_module import packed_read
-
             self._packed = packed_read(example)
         self._refresh_seq(force=True)
-        from trainmeter.compute.counted_pass import CountOnWorker
-
         self._ahead = CountOnWorker()  # the pass on the report worker where it can run there (compute/counted_pass.py)
         self._ahead.begin(m, model, probes)
         self._take_count(final=self._stopped)
@@ -157,6 +154,7 @@ class ComputeExtension(ExtensionBase):
             self.counted = counted.derivation()
 
     def _detect_device(self, model: Any, probes: Any) -> None:
+        from trainmeter.compute.calibrate import run_dtype
         from trainmeter.compute.peaks import normalize_dtype
 
         param = next(iter(model.parameters()), None)
@@ -170,8 +168,6 @@ class ComputeExtension(ExtensionBase):
             self.device_name = torch.cuda.get_device_name(param.device)
             props = torch.cuda.get_device_properties(param.device)
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-        from trainmeter.compute.calibrate import run_dtype
-
         self.run_dtype = run_dtype(dtype, on_cuda, tf32)
         self._device_key = (getattr(props, "total_memory", None), getattr(props, "uuid", None), dtype,
                             getattr(props, "multi_processor_count", None))  # SMs: a MIG instance's own (spec section 5)
@@ -185,7 +181,6 @@ class ComputeExtension(ExtensionBase):
         self.peak, self.peak_missing, self._await_identity = peak_for_run(
             self.device_name, self.dtype, *self._device_key, gpu=self._m.extension("gpu") if self._m else None)
 
-    # -- per report ----------------------------------------------------------------------
     def _update(self, whole_run: bool = False) -> None:
         """Recompute every figure: at a report over its window, at the end over the whole run."""
         m = self._m
@@ -266,12 +261,7 @@ class ComputeExtension(ExtensionBase):
         o = m.options
         chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None
         if o.budget_steps is not None:
-            steps_in = Input(name="steps", value=steps, unit="1", provenance="counted", source="optimizer steps")
-            budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
-                              source="--budget-steps")
-            out["progress"] = Derivation(name="progress", formula="min(1, steps / budget_steps)",
-                                         value=min(1.0, steps / o.budget_steps), unit="fraction",
-                                         inputs=(steps_in, budget_in))
+            out["progress"] = progress(steps, o.budget_steps, steps=True)
             tps = tokens / steps if steps and tokens is not None else None
             budget = budget_tokens(steps=o.budget_steps, tokens_per_step=tps)
         elif o.budget_tokens is not None:

@@ -8,7 +8,9 @@ the training thread between steps (compute/counted_pass.py runs the pass on the 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -54,7 +56,6 @@ class CountedFlops:
 
 
 def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
-    """Apply ``fn`` to every tensor inside nested tuples, lists and dicts."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, (list, tuple)):
@@ -85,12 +86,6 @@ def _scalar(out: Any, torch: Any, every: bool = False) -> Any:
     raise TypeError(f"cannot find a tensor to differentiate in the model output ({type(out).__name__}); pass loss_fn")
 
 
-def kept_from(model: Any) -> Call:
-    """The call the run keeps the batch of (core/root_calls.py): a LightningModule's ``training_step``, else forward."""
-    lightning = any(c.__name__ == "LightningModule" for c in type(model).__mro__)
-    return "training_step" if lightning else "forward"
-
-
 @dataclass
 class _QuietOnThread:
     """A stream that drops what one thread writes and passes every other thread's writes to ``_stream``."""
@@ -109,9 +104,6 @@ def _quiet(stack: contextlib.ExitStack) -> None:
     """Drop, on this thread only, what a ``training_step`` run on the copy prints and warns (its ``self.log``
     warns): ``sys.stdout``, ``sys.stderr`` and ``warnings.showwarning`` pass every other thread's output on, and
     the warning filters are left as they are."""
-    import sys
-    import warnings
-
     me = threading.get_ident()
     saved = {name: getattr(sys, name) for name in ("stdout", "stderr")}
     shown = warnings.showwarning
@@ -223,11 +215,9 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
         try:
             clone, copy_args, copy_kwargs, how = _copied(model, args, kwargs, meta=kind == "meta")
             total, by_op = _counted_pass(clone, copy_args, copy_kwargs, loss_fn, call, on_training_thread=True)
-        except _NoCopy as exc:
-            failures.append(f"{kind} pass skipped: {exc}")
-            continue
         except Exception as exc:  # noqa: BLE001 - never raise into training code
-            failures.append(f"{kind} pass failed: {_failure(exc, call)}")
+            failures.append(f"{kind} pass skipped: {exc}" if isinstance(exc, _NoCopy) else
+                            f"{kind} pass failed: {_failure(exc, call)}")
             continue
         return _result(kind, total, by_op, how, call, unit, count, failures)
     return CountedFlops(flops_per_unit=None, unit=unit, count=count, reason="; ".join(failures))

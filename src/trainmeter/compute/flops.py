@@ -80,7 +80,6 @@ def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[In
 
 
 def _derive(shape: ModelShape, convention: str) -> Derivation:
-    """Return the :class:`Derivation` of FLOPs per token for one canonical convention."""
     moe, frozen = shape.is_moe, shape.frozen
     n_symbol = "N_active" if moe else "N"
     dense_active = shape.n_params is None and shape.n_active_params is not None  # N read only as the active count
@@ -133,7 +132,6 @@ def flops_per_token(model_or_shape: Any, convention: str | None = None,
 
 
 def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | None:
-    """Return (lowest, highest) FLOPs per token over the derivations with a value, or ``None``."""
     values = [d.value for d in derivations.values() if d.value is not None]
     return (min(values), max(values)) if values else None
 

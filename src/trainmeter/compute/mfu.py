@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from trainmeter.compute.eta import NO_BUDGET
 from trainmeter.compute.peaks import PEAK_FLAGS, PeakRow, normalize_dtype, validate_peak
 from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, input_number
 
@@ -132,21 +133,21 @@ def flops_required(flops_per_token: Quantity, *, tokens: Quantity = None, steps:
                       unit="FLOP", inputs=inputs, missing=miss)
 
 
-def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
-    """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens."""
-    inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
-              as_input("budget_tokens", budget, "tokens", "declared"))
+def progress(done: Quantity, budget: Quantity, *, steps: bool = False) -> Derivation:
+    """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens (``steps``: steps / budget_steps)."""
+    seen_name, budget_name = ("steps", "budget_steps") if steps else ("tokens_seen", "budget_tokens")
+    unit, sources = ("1", ("optimizer steps", "--budget-steps")) if steps else ("tokens", ("", ""))
+    inputs = (as_input(seen_name, done, unit, "counted", sources[0]),
+              as_input(budget_name, budget, unit, "declared", sources[1]))
     seen, total = (input_number(i) for i in inputs)
-    miss = ("no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops" if total is None or total <= 0
-            else "tokens seen unknown" if seen is None else None)
-    return Derivation(name="progress", formula="min(1, tokens_seen / budget_tokens)", unit="fraction", inputs=inputs,
+    miss = NO_BUDGET if total is None or total <= 0 else "tokens seen unknown" if seen is None else None
+    return Derivation(name="progress", formula=f"min(1, {seen_name} / {budget_name})", unit="fraction", inputs=inputs,
                       value=None if miss else min(1.0, max(0.0, seen / total)), missing=miss)  # type: ignore[operator]
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
     """``--peak-tflops X --peak-source TEXT`` (for ``dtype``, ``None``: any) as a declared :class:`PeakRow` (card
-    ``"declared"``), or ``None`` when neither is given; ``ValueError`` as
-    :func:`trainmeter.compute.peaks.validate_peak`."""
+    ``"declared"``), or ``None`` when neither is given; ``ValueError`` as :func:`validate_peak`."""
     value = validate_peak(peak_tflops, peak_source)
     if value is None:
         return None

@@ -57,8 +57,7 @@ class ModelShape:
     @property
     def frozen(self) -> bool:
         """True when part of the model is known to be frozen (fewer trained parameters than N)."""
-        n = self.n_params
-        return n is not None and self.n_trained_params is not None and self.n_trained_params < n
+        return self.n_params is not None and self.n_trained_params is not None and self.n_trained_params < self.n_params
 
     @property
     def is_moe(self) -> bool:
@@ -72,12 +71,10 @@ class ModelShape:
         return self.sources.get(name) or FieldSource(provenance="declared", source="ModelShape")
 
     def as_input(self, name: str, symbol: str, unit: str = "1") -> Input:
-        """Return field ``name`` as a derivation :class:`Input` named ``symbol``."""
         src = self.source_of(name) or FieldSource(provenance="assumed", source=f"{name} unknown")
         return Input(name=symbol, value=getattr(self, name), unit=unit, provenance=src.provenance, source=src.source)
 
     def with_value(self, name: str, value: object, provenance: Provenance, source: str) -> ModelShape:
-        """A copy with field ``name`` set to ``value`` and its source recorded."""
         sources = dict(self.sources)
         if value is None:
             sources.pop(name, None)
@@ -223,11 +220,9 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
 
 def shape_from_config(config: Any) -> ModelShape:
     """Read a :class:`ModelShape` from a config (a dict, a ``PretrainedConfig``-like object, or ``None``); never raises.
-
     Keys read are ``detected`` (the key as source); a GPT-2 config without ``n_inner`` gets ffn width 4d, one without
     kv heads ``kv_heads = heads`` (assumed); S is the context length, ``assumed``; N and E are analytic for the GPT-2 and
-    Llama layouts (``detected`` when ``model_type`` names the family, ``assumed`` from the key spelling alone).
-    """
+    Llama layouts (``detected`` when ``model_type`` names the family, ``assumed`` from the key spelling alone)."""
     cfg = config_to_dict(config)
     shape = ModelShape()
     for name in (key for key in _KEYS if key != "positions"):  # the context length is S, assumed: below
@@ -256,11 +251,10 @@ def shape_from_config(config: Any) -> ModelShape:
         shape = shape.with_value("ffn_kind", "gated", "detected", f"hidden_act {act!r}")
     pos = _read(cfg, "positions")
     if pos is not None:
-        ctx = pos[0]
-        shape = shape.with_value("seq_len", ctx, "assumed",
+        shape = shape.with_value("seq_len", pos[0], "assumed",
                                  f"{pos[1]} (context length; the batch's sequence length replaces it)")
         if family == "gpt2":
-            shape = shape.with_value("learned_positions", ctx, family_prov, f"{pos[1]}: learned position table")
+            shape = shape.with_value("learned_positions", pos[0], family_prov, f"{pos[1]}: learned position table")
     if family is not None and family != "gpt2":
         shape = shape.with_value("learned_positions", 0, family_prov, f"{family} layout: rotary positions")
     counts = _gpt2_counts(shape) if family == "gpt2" else _llama_counts(shape, family, cfg) if family else None

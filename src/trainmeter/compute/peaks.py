@@ -2,8 +2,7 @@
 
 The rows are data, in ``peak_table.json`` beside this module (docs/peaks.md is generated from them, with the matching
 rules); the dense peak is derived (quoted / 2 for a 2:4-sparse figure); rows are tried in order, most specific first.
-A card or dtype the table lacks has no peak, never a guess (docs/spec.md section 5). Pure; never imports torch.
-Thread-safe.
+A card or dtype the table lacks has no peak, never a guess (docs/spec.md section 5). Pure, thread-safe; no torch.
 """
 
 from __future__ import annotations
@@ -66,15 +65,12 @@ BY_MEMORY_GIB: tuple[tuple[str, float, float, str], ...] = tuple(map(tuple, _DAT
 """(family pattern, lowest GiB, highest GiB, card): a memory size that settles an ambiguous name. H100 NVL (94 GB)
 reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB parts read 79.6 GiB."""
 
-LEFT_OUT: tuple[tuple[str, str], ...] = tuple(map(tuple, _DATA["left_out"]))  # cards left out, and why
-SM_SOURCES: str = _DATA["notes"]["SMS"]  # where the rows' SM (CU) counts come from
 
 MIG_NAME: str = _DATA["mig_name"]
 """The MIG suffix of a device name (``"NVIDIA A100-SXM4-40GB MIG 3g.20gb"``): the card is matched without it."""
 
 VGPU_NAME: str = _DATA["vgpu_name"]
 """A vGPU profile's name (``"NVIDIA A10-4Q"``, ``"GRID A100-40C"``): its share of the card cannot be read."""
-_BY_CARD = {r.card: r for r in TABLE}
 
 MAX_PEAK_TFLOPS = 1e6  # the one limit on a declared peak (spec section 5): 1 EFLOP/s per device, more is a unit slip
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
@@ -151,15 +147,7 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
         gib = float(memory_bytes) / 2**30
         card = next((c for pattern, low, high, c in BY_MEMORY_GIB if re.search(pattern, name) and low <= gib <= high),
                     None)
-    return None if card is None else _BY_CARD[card]
-
-
-def match_card(device_name: object, *, pci_device_id: int | None = None,
-               memory_bytes: float | None = None) -> str | None:
-    """The card an NVML or torch device name (where ambiguous, its PCI device id: NVML's ``pciDeviceId`` or the
-    bare 16-bit id; or memory in bytes) matches, or ``None``."""
-    row = _find(device_name, pci_device_id, memory_bytes)
-    return row.card if row is not None else None
+    return next((r for r in TABLE if r.card == card), None)
 
 
 def _lookup(device_name: object, dtype: object, pci_device_id: int | None = None, memory_bytes: float | None = None,
@@ -206,8 +194,8 @@ def _lookup(device_name: object, dtype: object, pci_device_id: int | None = None
 def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int | None = None,
                memory_bytes: float | None = None, sm_count: int | None = None) -> PeakRow | None:
     """The dense peak of ``device_name`` (``"NVIDIA H100 80GB HBM3"``) for ``dtype`` (a name or torch dtype;
-    ``ValueError`` if unknown), or ``None`` (:func:`why_no_peak` says why); ``pci_device_id`` and ``memory_bytes``
-    settle a name that does not say its variant; ``sm_count`` (torch's ``multi_processor_count``) gives a MIG
+    ``ValueError`` if unknown), or ``None`` (``_lookup`` says why); ``pci_device_id`` and ``memory_bytes`` settle
+    a name that does not say its variant; ``sm_count`` (torch's ``multi_processor_count``) gives a MIG
     instance's or a partition's share of the card (a MIG instance without it: ``None``)."""
     return _lookup(device_name, dtype, pci_device_id, memory_bytes, sm_count)[0]
 
@@ -237,23 +225,13 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
     return value
 
 
-def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_id: int | None = None,
-                memory_bytes: float | None = None, sm_count: int | None = None) -> str | None:
-    """Why :func:`peak_flops` gives no peak (ending with the flags that enable MFU anyway), or ``None``."""
-    try:
-        return _lookup(device_name, dtype, pci_device_id, memory_bytes, sm_count)[1]
-    except ValueError as exc:
-        return f"{exc}; pass {PEAK_FLAGS} to declare one"
-
-
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
                  uuid: object = None, dtype_read: object = None, sm_count: int | None = None, *,
                  gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
-    """The peak of a run's device (``None``: the CPU; its torch name, memory in bytes and SM count) and dtype
-    (``None``: one without a tensor-core peak, ``dtype_read`` named), settled by the identity the GPU wing's view
-    ``gpu`` read for ``uuid`` (its ``DeviceIdentity``: PCI device id, memory, NVML name): ``(peak, reason,
-    waiting)``, ``waiting`` while NVML still opens (a later report matches again). ``ValueError`` for an unknown
-    ``dtype``."""
+    """The peak of a run's device (``None``: the CPU; its torch name, memory in bytes and SM count) and dtype (``None``:
+    one without a tensor-core peak, ``dtype_read`` named), settled by the identity the GPU wing's view ``gpu`` read for
+    ``uuid`` (its ``DeviceIdentity``: PCI device id, memory, NVML name): ``(peak, reason, waiting)``, ``waiting`` while
+    NVML still opens (a later report matches again). ``ValueError`` for an unknown ``dtype``."""
     if device_name is None:
         return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
                       "--peak-tflops X --peak-source TEXT to declare one"), False

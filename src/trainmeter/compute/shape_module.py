@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from trainmeter.compute.model_shape import ModelShape, config_to_dict, shape_from_config
+from trainmeter.compute.model_shape import ModelShape, shape_from_config
 
 _HEAD_ATTRS = ("num_heads", "n_head", "n_heads", "num_attention_heads")
 _TOPK_ATTRS = ("top_k", "num_experts_per_tok", "k")
@@ -21,7 +21,6 @@ _COUNTS = ("n_params", "n_embedding_params", "n_active_params", "tied_embeddings
 
 
 def _numel(params: Any) -> int:
-    """Sum of ``numel()`` of the tensors in ``params`` (trained or frozen)."""
     return sum(int(p.numel()) for p in params)
 
 
@@ -81,13 +80,12 @@ def _int_attrs(module: Any, names: tuple[str, ...]) -> list[tuple[str, int]]:
     return [(a, v) for a, v in found if isinstance(v, int) and not isinstance(v, bool) and v > 0]
 
 
-def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | None, str] | None:
-    """Return (experts per list, inactive params, top_k, source) over ModuleLists named ``*experts``."""
+def _experts(root: Any, nn: Any, k: int | None) -> tuple[int, int, int | None, str] | None:
+    """(experts per list, inactive params, top_k, source) over ModuleLists named ``*experts``; ``k``: the config's."""
     lists = [(p, m) for p, m in root.named_modules() if isinstance(m, nn.ModuleList) and p.endswith("experts")]
     if not lists:
         return None
     count = len(list(lists[0][1].children()))
-    k = top_k
     if k is None:
         parent = root.get_submodule(lists[0][0].rpartition(".")[0]) if "." in lists[0][0] else root
         k = next((v for _, v in _int_attrs(parent, _TOPK_ATTRS)), None)
@@ -105,8 +103,7 @@ def shape_from_module(module: Any) -> ModelShape:
     import torch.nn as nn
 
     root = getattr(module, "_orig_mod", module)
-    config = getattr(root, "config", None)
-    from_config = shape_from_config(config) if config_to_dict(config) else ModelShape()
+    from_config = shape_from_config(getattr(root, "config", None))  # no config: an empty shape
     shape = ModelShape()
 
     n = _numel(root.parameters())
@@ -223,8 +220,7 @@ class PackedRead:
         """``(token-weighted S, sequences)`` when read; ``False`` while the copy runs; ``None``: not packed."""
         if self._event is not None and not self._event.query():
             return False
-        values = self._values.tolist()
-        lengths = lengths_from(self.key, values)
+        lengths = lengths_from(self.key, self._values.tolist())
         if self.key == "position_ids" and len(lengths) <= self.rows:
             return None  # no reset inside a row: not packed, dim 1 is S
         s = weighted_length(lengths)

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from trainmeter.core.provenance import Derivation, input_number
+
 if TYPE_CHECKING:
     from trainmeter.compute.peaks import PeakRow
-    from trainmeter.core.provenance import Derivation
 
 
 @dataclass(frozen=True)
@@ -26,24 +27,15 @@ class ComputeView:
     unit: str = "tokens"
     conventions_missing: str | None = None
 
-    @property
-    def per(self) -> str:
-        """The unit word after ``FLOP/`` and in rates: ``token`` or ``sample``."""
-        return "sample" if self.unit == "samples" else "token"
-
     def mfu(self, convention: str | None = None) -> Derivation | None:
         """Training-only MFU under ``convention`` (default: the chosen one), or ``None`` when not derived."""
-        from trainmeter.compute.mfu import mfu_name
-
         conv = convention or self.convention
-        return self.derived.get(mfu_name(conv)) if conv else None
+        return self.derived.get(f"mfu[{conv}]") if conv else None
 
     def flop_per_s(self, convention: str | None = None) -> Derivation | None:
         """Model FLOP/s per device under ``convention`` (default: the chosen one) at the training-only pace: F x
         tokens/s, the numerator of its MFU (the GPU ladder's arithmetic intensity, docs/spec.md section 8), or
         ``None`` when that MFU is not derived; known without a peak."""
-        from trainmeter.core.provenance import Derivation, input_number
-
         inputs = {i.name: i for i in getattr(self.mfu(convention), "inputs", ())}
         f, rate = inputs.get("F"), inputs.get("tokens_per_s")
         if f is None or rate is None:

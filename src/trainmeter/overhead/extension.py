@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 SAMPLE_EVERY = 64  # the fewest steps between two timed ones
 MAX_SAMPLE_EVERY = 4096  # the most
 TIMED_SHARE = 1e-4  # the timed steps' bookkeeping, spread over the steps between them: at most this share of a step
-THREAD_PREFIX = "trainmeter"
 
 
 class Overhead(ExtensionBase):
@@ -85,8 +84,7 @@ class Overhead(ExtensionBase):
 
     def stop(self) -> None:
         """Read the threads once more (they still run); no timed step is armed after this."""
-        m = self._m
-        if m is None or self._t1 is not None:
+        if self._m is None or self._t1 is not None:
             return
         self._read_threads()
         self._t1 = self._now()
@@ -96,7 +94,7 @@ class Overhead(ExtensionBase):
         cpu_s = getattr(board, "thread_cpu_s", None)  # posted by the node sampler's thread
         if not cpu_s:
             return
-        names = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)}
+        names = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith("trainmeter")}
         self._thread_cpu.update({tid: (names[tid], seconds) for tid, seconds in cpu_s.items() if tid in names})
 
     def figures(self, report: Report | None = None) -> dict[str, Any]:
@@ -108,7 +106,10 @@ class Overhead(ExtensionBase):
         phases = report.phases_s if report is not None else m.phases.totals_s if m is not None else {}
         reporting_s = phases.get("reporting", 0.0)
         elapsed_s = report.elapsed_s if report is not None else m.elapsed_s() if m is not None else 0.0
-        browser = self._browser_bytes()
+        attach = sys.modules.get("trainmeter.widget.attach")  # the live widget's bytes sent, where it shows this run
+        publisher = attach.live_publisher() if attach is not None else None
+        live = publisher is not None and getattr(publisher, "monitor", None) is m
+        browser = int(publisher.bytes_sent) if live else None
         log_bytes = size_bytes(m.run_dir / "events.jsonl") if m is not None and m.run_dir is not None else None
 
         def per_s(amount: float | None) -> float | None:
@@ -124,13 +125,6 @@ class Overhead(ExtensionBase):
             "run_log_bytes": log_bytes, "run_log_bytes_per_s": per_s(log_bytes),
             "wall_s": wall_s,
         }
-
-    def _browser_bytes(self) -> int | None:
-        """The live widget's bytes sent, where its publisher shows this run (``None``: no live widget)."""
-        attach = sys.modules.get("trainmeter.widget.attach")
-        publisher = attach.live_publisher() if attach is not None else None
-        return None if publisher is None or getattr(publisher, "monitor", None) is not self._m else int(
-            publisher.bytes_sent)
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """The figures so far (run log, panel)."""
