@@ -88,8 +88,10 @@ def ladder_phases(torch: Any, dev: Any, sampler: Any, clock: Any, seconds: float
             if calls % 10 == 0:
                 sync()
             if dev.type != "cuda":  # dry run: the fake clock moves and the sampler steps by hand
+                from tests.fakes.gpu.fake import sampler_step
+
                 clock.advance(0.5)
-                sampler.step(clock())
+                sampler_step(sampler, clock())
         sync()
         t1 = clock()
         if dev.type == "cuda":
@@ -195,7 +197,7 @@ def _monitor(tm: Any, flags: dict[str, Any], dry: bool) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     import torch
-    from tests.fakes.gpu.fake import FakeNvml
+    from tests.fakes.gpu.fake import FakeNvml, sampler_step
 
     import trainmeter as tm
     from trainmeter.compute.peaks import TABLE, match_card, peak_flops, why_no_peak
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = bool(sampler.indices) and any(d.uuid == torch_uuid for d in sampler.devices.values())
     if dry:
         for _ in range(3):
-            sampler.step(clock())
+            sampler_step(sampler, clock())
             clock.advance(0.5)
     else:
         sampler.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.gpu.fake import FakeNvml, open_fake, sampler_for_run
+from tests.fakes.gpu.fake import FakeNvml, open_fake, sampler_for_run, sampler_step
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND
 from trainmeter.gpu.extension import PEAKS_PLACEHOLDER_NOTE, gpu_passport_from_sampler
@@ -17,7 +17,7 @@ def _run(fake: FakeNvml, clock: FakeClock, n: int = 4, window: bool = True) -> G
     if window:
         s.begin_window(0.0)
     for _ in range(n):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     return s
 

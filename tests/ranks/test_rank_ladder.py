@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.gpu.fake import GEMM, LYING_GPU_UTIL, FakeNvml, Phase, fake_uuid, open_fake, sampler_for_run
+from tests.fakes.gpu.fake import (
+    GEMM,
+    LYING_GPU_UTIL,
+    FakeNvml,
+    Phase,
+    fake_uuid,
+    open_fake,
+    sampler_for_run,
+    sampler_step,
+)
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.extension import gpu_passport_from_sampler
 from trainmeter.ranks.merge import distributed_section, read_launch
@@ -21,7 +30,7 @@ def node_gpu_section() -> dict:
                                  env={})
     sampler.begin_window(0.0)
     for _ in range(5):
-        sampler.step(clock())
+        sampler_step(sampler, clock())
         clock.advance(0.5)
     return json.loads(json.dumps(gpu_passport_from_sampler(sampler)))
 

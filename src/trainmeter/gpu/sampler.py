@@ -1,8 +1,8 @@
 """Background GPU sampler: each selected device read at 1-2 Hz on its own daemon thread (docs/spec.md section 8).
 
 A deadline loop per device waits on one shared ``threading.Event`` (a slow call delays only its device; missed
-ticks are skipped); :meth:`GpuSampler.step` does the same work synchronously (tests). Never raises; memory is
-bounded. Thread safety: every public method may be called from any thread (one lock).
+ticks are skipped). Never raises; memory is bounded. Thread safety: every public method may be called from any
+thread (one lock).
 """
 
 from __future__ import annotations
@@ -155,14 +155,6 @@ class GpuSampler:
             if owner.is_alive():
                 self._abandon(timeout_s)
 
-    def step(self, now_s: float) -> int:
-        """Sample, in this thread, every active device due at ``now_s``; returns how many."""
-        with self._lock:
-            due = [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
-        for index in due:
-            self._sample_device(index)
-        return len(due)
-
     def _run(self, index: int) -> None:
         st = self._states[index]  # fixed once the device threads start
         try:
@@ -223,10 +215,6 @@ class GpuSampler:
     def latest(self) -> dict[int, GpuSample]:
         """Latest sample per device that has one (a copy; samples are immutable)."""
         return self._each(lambda st: st.latest)
-
-    def history(self, index: int) -> tuple[GpuSample, ...]:
-        """Recent samples of device ``index`` (at most ``history_len``), oldest first."""
-        return self._each(lambda st: tuple(st.history)).get(index, ())
 
     def averages(self) -> dict[int, GpuAverages]:
         """Means since sampling began, per device."""
