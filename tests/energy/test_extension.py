@@ -11,8 +11,7 @@ from trainmeter.core.clock import FakeClock
 from trainmeter.core.faults import MonitorWarning
 from trainmeter.energy.extension import EnergyExtension, rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
-from trainmeter.gpu.energy import read_counters
-from trainmeter.gpu.sampler import GpuSampler
+from trainmeter.gpu.sampler import GpuSampler, read_counters
 from trainmeter.gpu.view import GpuView
 from trainmeter.options import make_options
 

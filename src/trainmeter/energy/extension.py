@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
-from trainmeter.energy.summary import energy_section, energy_tile
-from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power
+from trainmeter.energy.summary import DeviceEnergy, energy_section, energy_tile, from_counter, from_power
 
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView

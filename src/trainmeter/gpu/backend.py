@@ -153,7 +153,7 @@ class GpuBackend(Protocol):
 
     ``device_info`` never raises (it sets ``reason``); ``sample`` raises :class:`GpuUnavailableError` only for a
     device-level failure; ``close`` is idempotent and never raises. An optional ``total_energy_mj(index) -> (mJ or
-    None, reason or None)`` reads the energy counter (gpu/energy.py).
+    None, reason or None)`` reads the energy counter (gpu/sampler.py).
     """
 
     def device_count(self) -> int: ...

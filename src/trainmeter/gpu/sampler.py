@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from trainmeter.core.clock import Clock
@@ -17,7 +17,6 @@ from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, open_gpu_backend, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
-from trainmeter.gpu.energy import read_counters
 from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
@@ -254,3 +253,17 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
         backend.close()
         raise
     return GpuBackendResult(backend=backend, selection=selection)
+
+
+def read_counters(backend: Any, indices: Iterable[int]) -> dict[int, tuple[float | None, str | None]]:
+    """Read each device's energy counter (mJ) now; ``(None, reason)`` where it cannot. Never raises."""
+    read = getattr(backend, "total_energy_mj", None)
+    if read is None:
+        return dict.fromkeys(indices, (None, "this GPU backend has no energy counter"))
+    out: dict[int, tuple[float | None, str | None]] = {}
+    for index in indices:
+        try:
+            out[index] = read(index)
+        except Exception as exc:  # noqa: BLE001 - a backend fault is a reason, never an exception
+            out[index] = (None, f"energy counter read failed: {exc!r}")
+    return out
