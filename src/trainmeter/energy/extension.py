@@ -88,7 +88,6 @@ class EnergyExtension(ExtensionBase):
         self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
         self._t1_s: float | None = None
-        self._names: dict[int, str] = {}
         self._gpu_missing: str | None = None
         self._start_mj: dict[int, tuple[float | None, str | None]] = {}  # by device index: the devices measured
         self._end_mj: dict[int, tuple[float | None, str | None]] = {}
@@ -134,8 +133,6 @@ class EnergyExtension(ExtensionBase):
             if start is not None or final or not self._gpu_view.opening():
                 self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
             return
-        devices = sampler.devices or {}
-        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in start}
         self._start_mj = dict(start)
         self._t0_s = sampler.energy_start_s if sampler.energy_start_s is not None else self._t0_s
         self._gpu_missing = None
@@ -150,14 +147,14 @@ class EnergyExtension(ExtensionBase):
                 averages = self._sampler.window_averages()
         out = []
         for index, (first, why_first) in self._start_mj.items():
-            name = self._names[index]
+            name = str(getattr(self._sampler.devices.get(index), "name", "") or "")  # the devices are fixed once open
             last, why_last = end.get(index, (None, "not read at the end"))
             if first is not None and last is not None:
                 out.append(from_counter(index, name, first, last, window_s))
                 continue
             avg = averages.get(index)
-            out.append(from_power(index, name, getattr(avg, "power_w", None) if avg is not None else None,
-                                  int(getattr(avg, "n_samples", 0) or 0), window_s, why_first or why_last))
+            out.append(from_power(index, name, getattr(avg, "power_w", None), int(getattr(avg, "n_samples", 0) or 0),
+                                  window_s, why_first or why_last))
         return out
 
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],

@@ -244,7 +244,12 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
         if ladder is None and avg is not None and avg.n_samples > 0:  # without MFU
             ladder = build_ladder(avg, device_name=info.name)
         if ladder is not None:
-            out_ladders.append(_ladder_dict(index, ladder))
+            rungs = {r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
+                     for r in ladder.rungs}
+            intensity = ladder.arithmetic_intensity.to_dict()
+            out_ladders.append({"index": index, "rungs": rungs, "dram_bw_util": ladder.dram_bw_util.value,
+                                "ofu": ladder.ofu.to_dict(), "arithmetic_intensity": intensity,
+                                "falloff": ladder.falloff, "sentence": ladder.sentence})
             missing.extend(f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu")
     selected = None if selection is None else {"indices": list(selection.indices), "provenance": selection.provenance,
                                                "how": selection.how, "notes": list(selection.notes)}
@@ -252,14 +257,6 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
             "driver_version": sampler.driver_version, "selection": selected, "devices": out_devices,
             "peaks_used": {"value": None, "note": PEAKS_PLACEHOLDER_NOTE} if peaks_used is None else dict(peaks_used),
             "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
-
-
-def _ladder_dict(index: int, ladder: Ladder) -> dict[str, Any]:
-    rungs = {r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
-             for r in ladder.rungs}
-    return {"index": index, "rungs": rungs, "dram_bw_util": ladder.dram_bw_util.value, "ofu": ladder.ofu.to_dict(),
-            "arithmetic_intensity": ladder.arithmetic_intensity.to_dict(), "falloff": ladder.falloff,
-            "sentence": ladder.sentence}
 
 
 def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:

@@ -231,16 +231,13 @@ def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[i
     for slot in range(int(count or 0)):
         try:
             mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-            found.setdefault(int(nv.nvmlDeviceGetGpuInstanceId(mig)), _text(nv.nvmlDeviceGetUUID(mig)))
+            gi, uuid = int(nv.nvmlDeviceGetGpuInstanceId(mig)), nv.nvmlDeviceGetUUID(mig)
+            found.setdefault(gi, uuid.decode() if isinstance(uuid, bytes) else str(uuid))
         except nv.NVMLError:  # an empty slot (NotFound), or one NVML will not show
             continue
     if not found:
         return (), why or REASON_MIG_NO_INSTANCES
     return tuple(sorted(found.items())), None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _readings(nv: Any, h: Any) -> tuple[tuple[Any, ...], ...]:
