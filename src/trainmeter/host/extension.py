@@ -1,8 +1,7 @@
 """The node around the run: CPU, load, memory, swap, disks, network, temperatures, fans (docs/spec.md section 10).
 
-Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second (tests call
-:meth:`NodeSampler.step`). Thread safety: the sampler thread is the only writer; readers take a lock or read the
-latest immutable sample.
+Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second. Thread
+safety: the sampler thread is the only writer; readers take a lock or read the latest immutable sample.
 """
 
 from __future__ import annotations
@@ -53,16 +52,15 @@ class _Stat:
 
 class NodeSampler(ExtensionBase):
     """Samples the node in the background (extension ``"node"``): ``source`` psutil-like (default ``psutil``), every
-    ``period_s`` seconds by ``wait_clock`` (real time); tests pass ``background=False`` and call :meth:`step`."""
+    ``period_s`` seconds by ``wait_clock`` (real time)."""
 
     name = "node"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
-    def __init__(self, source: NodeSource | None = None, *, period_s: float = 1.0, background: bool = True,
+    def __init__(self, source: NodeSource | None = None, *, period_s: float = 1.0,
                  wait_clock: Clock | None = None) -> None:
         self._source = source
         self.period_s = period_s
-        self._background = background
         self._wait_clock = wait_clock or MonotonicClock()
         self._monitor: RunContext | None = None
         self._reader: NodeReader | None = None
@@ -81,14 +79,11 @@ class NodeSampler(ExtensionBase):
         included, but *imported* here first: a fork during the thread's import would leave the child an import lock
         held by a thread it does not have (docs/spec.md, fork safety)."""
         self._monitor = monitor
-        if self._background:
-            if self._source is None:
-                with contextlib.suppress(ImportError):
-                    import psutil  # noqa: F401
-            self._thread = OurThread(target=self._run, args=(monitor,), name="trainmeter-node")
-            self._thread.start()
-        elif self._open(monitor):
-            self.step(monitor.clock())
+        if self._source is None:
+            with contextlib.suppress(ImportError):
+                import psutil  # noqa: F401
+        self._thread = OurThread(target=self._run, args=(monitor,), name="trainmeter-node")
+        self._thread.start()
 
     def _open(self, monitor: RunContext) -> bool:
         """Open the source (default psutil) and its reader; ``False`` (said once) without psutil."""
