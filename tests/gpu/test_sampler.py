@@ -13,6 +13,7 @@ from tests.fakes.gpu.fake import (
     FakeNvml,
     Phase,
     open_fake,
+    passport_of,
     rung,
     sampler_for_run,
     sampler_history,
@@ -321,8 +322,6 @@ def test_gpm_permission_lost_mid_run_is_said_and_earlier_values_stand() -> None:
 
 
 def test_a_gpu_off_the_bus_is_stated_in_the_passport_not_read_as_zero() -> None:
-    from trainmeter.gpu.extension import gpu_passport_from_sampler
-
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm"], clock=clock)
     fake.inject(0, "gpu_lost", from_s=1.5)
@@ -330,7 +329,7 @@ def test_a_gpu_off_the_bus_is_stated_in_the_passport_not_read_as_zero() -> None:
     for _ in range(6):
         sampler_step(s, clock())
         clock.advance(0.5)
-    section = gpu_passport_from_sampler(s)
+    section = passport_of(s)
     text = str(section)
     assert REASON_GPU_LOST in text
 

@@ -405,3 +405,14 @@ def sampler_history(sampler: GpuSampler, index: int) -> tuple[GpuSample, ...]:
     with sampler._lock:
         st = sampler._states.get(index)
         return tuple(st.history) if st is not None else ()
+
+
+def passport_of(sampler: GpuSampler, **kwargs: Any) -> dict[str, Any]:
+    """The ``gpu`` passport section of ``sampler``, with each sampled device's ladder built from its averages without
+    MFU (the GPU wing passes its own, with compute's MFU)."""
+    from trainmeter.gpu.extension import gpu_passport_from_sampler, training_averages
+    from trainmeter.gpu.ladder import build_ladder
+
+    ladders = {i: build_ladder(avg, device_name=sampler.devices[i].name)
+               for i, avg in training_averages(sampler)[0].items() if avg.n_samples > 0}
+    return gpu_passport_from_sampler(sampler, **{"ladders": ladders, **kwargs})
