@@ -96,7 +96,6 @@ class EnergyExtension(ExtensionBase):
         self._section: dict[str, Any] = {}
         self._derivations: list[Derivation] = []
 
-    # -- lifecycle ----------------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """The session's starting point: RAPL now, in case no GPU opens (the GPU counters: the sampler's thread)."""
         self._m = monitor
@@ -138,7 +137,6 @@ class EnergyExtension(ExtensionBase):
         self._gpu_missing = None
         self._rapl_start = None  # GPU energy is used
 
-    # -- figures --------------------------------------------------------------------------
     def _devices(self, now_s: float, end: dict[int, tuple[float | None, str | None]]) -> list[DeviceEnergy]:
         window_s = now_s - self._t0_s
         averages: Any = {}

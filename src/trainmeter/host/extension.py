@@ -73,7 +73,6 @@ class NodeSampler(ExtensionBase):
         self.samples = 0
         self._stats = {name: _Stat() for name in STAT_FIELDS}
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """Start sampling (training thread; returns at once). psutil is read only on the sampler's thread, baseline
         included, but *imported* here first: a fork during the thread's import would leave the child an import lock
@@ -120,7 +119,6 @@ class NodeSampler(ExtensionBase):
             if deadline < now:  # fell behind: skip missed ticks
                 deadline = now + self.period_s
 
-    # -- sampling ------------------------------------------------------------------
     def step(self, now_s: float) -> NodeSample | None:
         """Read the source once at clock time ``now_s``; record, accumulate, return the sample (``None`` before the
         start opened the source). Never raises."""
@@ -152,7 +150,6 @@ class NodeSampler(ExtensionBase):
                 monitor.record_at(series, t_s, value)
         return sample
 
-    # -- sinks ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["node"]``: the latest sample (scalars only)."""
         sample = self.latest
