@@ -34,16 +34,14 @@ class StubGpu:
 
     def start(self, monitor) -> None:
         self.sampler.begin_window(monitor.clock())
-        self.sampler.energy_start_s = self._clock()
-        self.sampler.energy_start = read_counters(self._fake, self.sampler.indices)
+        self.sampler.energy_start = read_counters(self._fake, self.sampler.indices), self._clock()
 
     def view(self) -> GpuView:
         return GpuView(readings=self.sampler)
 
     def stop(self) -> None:
         self.sampler.end_window(self._clock())
-        self.sampler.energy_end_s = self._clock()
-        self.sampler.energy_end = read_counters(self._fake, self.sampler.indices)
+        self.sampler.energy_end = read_counters(self._fake, self.sampler.indices), self._clock()
 
 
 def _opener(clock: FakeClock, devices: list[str], fault: str | None = None):

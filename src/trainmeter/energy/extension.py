@@ -100,9 +100,8 @@ class EnergyExtension(ExtensionBase):
         """The session's starting point: RAPL now, in case no GPU opens (the GPU counters: the sampler's thread)."""
         self._m = monitor
         self._t0_s = monitor.clock()
-        gpu: GpuView | None = monitor.extension("gpu")
-        self._gpu_view = gpu
-        self._sampler = gpu.readings if gpu is not None else None
+        self._gpu_view = monitor.extension("gpu")
+        self._sampler = self._gpu_view.readings if self._gpu_view is not None else None
         self._gpu_missing = (getattr(self._sampler, "unavailable_reason", None) if self._sampler is not None
                              else "the GPU extension is off")
         self._rapl_start = read_rapl(self._powercap_root)
@@ -116,24 +115,21 @@ class EnergyExtension(ExtensionBase):
         sampler = self._sampler
         if sampler is not None:
             self._adopt_sampler(final=True)
-            if sampler.energy_end_s is not None and sampler.energy_end is not None:
-                self._t1_s = sampler.energy_end_s
-            self._end_mj = dict(sampler.energy_end or {})
+            if sampler.energy_end is not None:
+                self._end_mj, self._t1_s = sampler.energy_end
         if self._rapl_start is not None:
             self._rapl_end = read_rapl(self._powercap_root)
 
     def _adopt_sampler(self, *, final: bool = False) -> None:
         """Take the devices and start counters the background GPU sampler read on its own thread."""
-        sampler = self._sampler
-        start = sampler.energy_start
+        start = self._sampler.energy_start
         if self._start_mj:
             return
-        if not start:  # None: not read yet (NVML may still be opening); {}: no device
+        if start is None or not start[0]:  # None: not read yet (NVML may still be opening); no counter: no device
             if start is not None or final or not self._gpu_view.opening():
-                self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
+                self._gpu_missing = self._sampler.unavailable_reason or "no GPU selected"
             return
-        self._start_mj = dict(start)
-        self._t0_s = sampler.energy_start_s if sampler.energy_start_s is not None else self._t0_s
+        self._start_mj, self._t0_s = start
         self._gpu_missing = None
         self._rapl_start = None  # GPU energy is used
 

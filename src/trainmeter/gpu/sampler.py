@@ -46,12 +46,10 @@ class GpuSampler:
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
         self.open_error: str | None = None  # opening in the background raised (in_background): why
-        # in_background: energy counters (mJ, or None and a reason) read by the owner thread at the open and at the
-        # end, with the clock's time; the energy wing reads them (the training thread never touches NVML)
-        self.energy_start: dict[int, tuple[float | None, str | None]] | None = None
-        self.energy_end: dict[int, tuple[float | None, str | None]] | None = None
-        self.energy_start_s: float | None = None
-        self.energy_end_s: float | None = None
+        # in_background: (energy counters by device (mJ, or None and a reason), the clock's time) read by the owner
+        # thread at the open and at the end; the energy wing reads them (the training thread never touches NVML)
+        self.energy_start: tuple[dict[int, tuple[float | None, str | None]], float] | None = None
+        self.energy_end: tuple[dict[int, tuple[float | None, str | None]], float] | None = None
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         self._history_len = history_len
@@ -102,7 +100,7 @@ class GpuSampler:
         for t in self._threads:
             t.start()
         # energy counters after the device threads start (a hung counter read delays no sampling) and at the end
-        self.energy_start, self.energy_start_s = read_counters(self._backend, tuple(self._states)), self._clock()
+        self.energy_start = read_counters(self._backend, tuple(self._states)), self._clock()
         self._stop_event.wait()
         deadline = time.monotonic() + STOP_DEADLINE_S / 2  # inside stop()'s own deadline
         for t in self._threads:
@@ -110,7 +108,7 @@ class GpuSampler:
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
         else:
-            self.energy_end, self.energy_end_s = read_counters(self._backend, tuple(self._states)), self._clock()
+            self.energy_end = read_counters(self._backend, tuple(self._states)), self._clock()
         self._close()
 
     def _close(self) -> None:
