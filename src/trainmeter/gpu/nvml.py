@@ -104,10 +104,6 @@ class GpmPair:
         self._last = _parse(mg, window_s)
         return self._last
 
-    def restart(self) -> None:
-        """Forget the older sample: the next tick primes the pair again."""
-        self._t_prev = None
-
     def free(self) -> None:
         """Free both buffers (the pair is dropped then: :func:`free_gpm`); never raises."""
         for buf in self._bufs:
@@ -292,7 +288,7 @@ def _gpm(nv: Any, dev: NvmlDevice, gi: int | None, now_s: float, fails: tuple[st
     if code in permanent:
         free_gpm(dev)
         return fails[permanent.index(code)]
-    pair.restart()  # transient: prime the pair again next tick
+    pair._t_prev = None  # transient: forget the older sample, the next tick primes the pair again
     return all_missing(f"GPM read failed: {nv.NVMLError(code)}")
 
 

@@ -84,8 +84,7 @@ class GpuSampler:
         return sampler
 
     def start(self) -> None:
-        """Start sampling in the background: an owner thread (that opens the backend first when opening lazily)
-        starts the device threads. Idempotent."""
+        """Start the owner thread (it opens an in_background backend, then starts the device threads); idempotent."""
         with self._lock:
             if self._owner is not None or self._stop_event.is_set():
                 return

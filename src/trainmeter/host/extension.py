@@ -109,11 +109,10 @@ class NodeSampler(ExtensionBase):
     def _run(self, monitor: RunContext) -> None:
         if not self._open(monitor):
             return
-        clock = monitor.clock
-        self.step(clock())  # the baseline
+        self.step(monitor.clock())  # the baseline
         deadline = self._wait_clock() + self.period_s
         while not self._stop.wait(max(0.0, deadline - self._wait_clock())) and self._errors < MAX_ERRORS:
-            self.step(clock())
+            self.step(monitor.clock())
             deadline += self.period_s
             now = self._wait_clock()
             if deadline < now:  # fell behind: skip missed ticks
