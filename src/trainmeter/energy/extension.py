@@ -125,7 +125,7 @@ class EnergyExtension(ExtensionBase):
         start = self._sampler.energy_start
         if self._start_mj:
             return
-        if start is None or not start[0]:  # None: not read yet (NVML may still be opening); no counter: no device
+        if start is None or not start[0]:  # None: not read yet (NVML may still be opening); no counters: no device
             if start is not None or final or not self._gpu_view.opening():
                 self._gpu_missing = self._sampler.unavailable_reason or "no GPU selected"
             return
