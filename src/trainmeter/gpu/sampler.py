@@ -145,8 +145,7 @@ class GpuSampler:
         owner = self._owner
         if owner is None:
             self._close()
-            return
-        if owner is not threading.current_thread():
+        elif owner is not threading.current_thread():
             owner.join(timeout_s)
             if owner.is_alive():
                 self._abandon(timeout_s)
