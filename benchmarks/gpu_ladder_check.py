@@ -88,8 +88,10 @@ def ladder_phases(torch: Any, dev: Any, sampler: Any, clock: Any, seconds: float
             if calls % 10 == 0:
                 sync()
             if dev.type != "cuda":  # dry run: the fake clock moves and the sampler steps by hand
+                from tests.fakes.gpu.fake import sampler_step
+
                 clock.advance(0.5)
-                sampler.step(clock())
+                sampler_step(sampler, clock())
         sync()
         t1 = clock()
         if dev.type == "cuda":
@@ -198,11 +200,12 @@ def _monitor(tm: Any, flags: dict[str, Any], dry: bool) -> Any:
 def main(argv: list[str] | None = None) -> int:
     import torch
     from tests.compute.peak_lookup import match_card, why_no_peak
-    from tests.fakes.gpu.fake import FakeNvml
+    from tests.fakes.gpu.fake import FakeNvml, sampler_for_run, sampler_step
 
     import trainmeter as tm
     from trainmeter.compute.peaks import TABLE, peak_flops
     from trainmeter.core.clock import FakeClock, MonotonicClock
+    from trainmeter.gpu.backend import open_gpu_backend
     from trainmeter.gpu.sampler import GpuSampler
 
     parser = argparse.ArgumentParser()
@@ -226,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         sms = None  # no torch device: the fake NVML reads no SM count
     else:
         clock = MonotonicClock()
-        sampler = GpuSampler.for_run(None, clock=clock, interval_s=0.5)
+        sampler = sampler_for_run(None, clock=clock, open_backend=open_gpu_backend, interval_s=0.5)
         props = torch.cuda.get_device_properties(0)
         name, memory, torch_uuid = torch.cuda.get_device_name(0), props.total_memory, "GPU-" + str(props.uuid)
         sms = props.multi_processor_count
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = bool(sampler.indices) and any(d.uuid == torch_uuid for d in sampler.devices.values())
     if dry:
         for _ in range(3):
-            sampler.step(clock())
+            sampler_step(sampler, clock())
             clock.advance(0.5)
     else:
         sampler.start()

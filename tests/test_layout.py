@@ -174,7 +174,7 @@ PUBLISHED = {
     "widget": {"view_model", "frame", "widget", "x_axis", "show",  # the follower's dashboard (ranks/watch.py)
                "snapshot",  # the static SVG chart, tm.compare's figures (comparison/figures.py)
                "look"},  # the one colours file's names (widget/colours.json): tm.compare's palettes and muted text
-    "gpu": {"energy", "nvml", "ladder"},  # energy's counter reads (docs/architecture.md: the energy wing's), the ladder
+    "gpu": {"nvml", "ladder"},  # the ladder
     "ranks": {"seating", "merge", "watch"},  # a rank's seat, the merged section, tm.display(follow=True)
     "compute": {"card", "mfu", "eta",  # the compute tiles from a passport; the one MFU and ETA rules (docs/spec.md section 5)
                 "flops", "peaks"},  # the one convention rule (a launch's MFU: ranks/launch_mfu.py); a passport's peak read back

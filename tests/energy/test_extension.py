@@ -6,13 +6,12 @@ import json
 
 import pytest
 
-from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
+from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake, sampler_step
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.faults import MonitorWarning
 from trainmeter.energy.extension import EnergyExtension, rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
-from trainmeter.gpu.energy import read_counters
-from trainmeter.gpu.sampler import GpuSampler
+from trainmeter.gpu.sampler import GpuSampler, read_counters
 from trainmeter.gpu.view import GpuView
 from trainmeter.options import make_options
 
@@ -35,16 +34,14 @@ class StubGpu:
 
     def start(self, monitor) -> None:
         self.sampler.begin_window(monitor.clock())
-        self.sampler.energy_start_s = self._clock()
-        self.sampler.energy_start = read_counters(self._fake, self.sampler.indices)
+        self.sampler.energy_start = read_counters(self._fake, self.sampler.indices), self._clock()
 
     def view(self) -> GpuView:
         return GpuView(readings=self.sampler)
 
     def stop(self) -> None:
         self.sampler.end_window(self._clock())
-        self.sampler.energy_end_s = self._clock()
-        self.sampler.energy_end = read_counters(self._fake, self.sampler.indices)
+        self.sampler.energy_end = read_counters(self._fake, self.sampler.indices), self._clock()
 
 
 def _opener(clock: FakeClock, devices: list[str], fault: str | None = None):
@@ -64,7 +61,7 @@ def _run(tmp_path, clock, gpu, energy, *, steps=100, tokens=1000, dt=1.0, sample
     for _ in range(steps):
         clock.advance(dt)
         if sample:
-            gpu.sampler.step(clock())
+            sampler_step(gpu.sampler, clock())
         m.on_step(tokens)
     m.finish("completed")
     return m, json.loads((m.run_dir / "passport.json").read_text())
@@ -163,7 +160,7 @@ def test_live_tile_shows_j_per_token_so_far_with_its_derivation(tmp_path) -> Non
     assert energy.tiles() == []
     for _ in range(20):
         clock.advance(1.0)
-        gpu.sampler.step(clock())
+        sampler_step(gpu.sampler, clock())
         m.on_step(100)
     fields = energy.on_report(None)
     (tile,) = energy.tiles()

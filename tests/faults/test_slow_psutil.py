@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.fakes.host import SteppedNodeSampler
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
@@ -65,7 +66,7 @@ def test_a_failing_memory_info_says_why_once_and_leaves_rss_unknown(run_root, mo
     monkeypatch.setattr(psutil.Process, "memory_info", broken)
     clock = FakeClock()
     m = make_monitor(make_options(run_dir=run_root, name="broken", interval_s=1), clock=clock, text=False,
-                     probes=False, extensions=[NodeSampler(background=False)])
+                     probes=False, extensions=[SteppedNodeSampler()])
     with pytest.warns(MonitorWarning, match="node reading 'rss' unavailable from here on: AccessDenied"):
         m.start()
     clock.advance(2.0)

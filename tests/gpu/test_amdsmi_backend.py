@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.gpu.amdsmi_fake import FakeAmdDevice, FakeAmdSmi
-from tests.fakes.gpu.fake import rung
+from tests.fakes.gpu.fake import rung, sampler_step
 from trainmeter.compute.peaks import peak_flops
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.amdsmi_backend import (
@@ -113,7 +113,7 @@ def test_the_sampler_runs_the_amd_backend_like_nvml():
                             clock=clock)
     s = GpuSampler(backend, (0, 1), clock=clock)
     for _ in range(3):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     avg = s.averages()[1]
     assert avg.util_gpu == pytest.approx(0.87) and avg.power_w == 612

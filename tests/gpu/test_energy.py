@@ -10,7 +10,8 @@ import pytest
 from tests.fakes.gpu.fake import ENERGY_AT_START_MJ, GEMM, IDLE, FakeNvml, Phase
 from tests.gpu.test_nvml import FakeLib, _device, _index, _open
 from trainmeter.core.clock import FakeClock
-from trainmeter.gpu.energy import SOURCE_COUNTER, SOURCE_POWER, from_counter, from_power, read_counters
+from trainmeter.energy.summary import SOURCE_COUNTER, SOURCE_POWER, from_counter, from_power
+from trainmeter.gpu.sampler import read_counters
 
 
 @pytest.fixture

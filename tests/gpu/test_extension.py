@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tests.fakes.gpu.fake import FakeNvml, open_fake, rung
+from tests.fakes.gpu.fake import FakeNvml, open_fake, rung, sampler_step
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.extension import Report
 from trainmeter.core.monitor import MonitorWarning
@@ -179,14 +179,14 @@ def test_the_ladder_knows_each_device_by_its_index_for_the_dram_peak_and_the_bac
     ext = GpuExtension()
     ext.sampler = GpuSampler(FakeNvml(["h100_sxm"], clock=clock), (0,), clock=clock)
     assert ext.sampler.devices[0].name == "NVIDIA H100 80GB HBM3"  # devices map index -> info
-    ext.sampler.step(clock())
+    sampler_step(ext.sampler, clock())
     clock.advance(1.0)
-    ext.sampler.step(clock())
+    sampler_step(ext.sampler, clock())
     ext._m = SimpleNamespace(token_unit="tokens", extension=lambda name: None)
     ladder = ext._build(ext.sampler.latest())[0]
     assert ladder.arithmetic_intensity.inputs[2].value is not None  # the H100's DRAM peak was found
     amd = GpuSampler(open_amdsmi(clock=clock, module=FakeAmdSmi()).backend, (0,), clock=clock)
-    amd.step(clock())
+    sampler_step(amd, clock())
     ext.sampler = amd
     ladder = ext._build(amd.latest())[0]
     assert rung(ladder, "gpu_util").source == LADDER_SOURCES["gpu_util"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.gpu.fake import FakeNvml, rung
+from tests.fakes.gpu.fake import FakeNvml, rung, sampler_step
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPM_NOT_SUPPORTED, GpuSample
 from trainmeter.gpu.ladder import (
@@ -38,7 +38,7 @@ def test_lying_gpu_util_fixture_sentence_names_sm_activity() -> None:
     clock = FakeClock()
     s = GpuSampler(FakeNvml.lying_gpu_util(clock=clock), (0,), clock=clock)
     for _ in range(3):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     ladder = build_ladder(s.latest()[0])
     assert ladder.falloff == "sm_activity"
@@ -184,7 +184,7 @@ def test_ladder_accepts_sampler_averages() -> None:
     clock = FakeClock()
     s = GpuSampler(FakeNvml(["h100_sxm"], clock=clock), (0,), clock=clock)
     for _ in range(3):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     ladder = build_ladder(s.averages()[0], mfu=0.4)
     assert rung(ladder, "sm_activity").value == pytest.approx(0.93)

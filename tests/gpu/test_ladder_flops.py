@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from tests.conftest import tiny_model_and_data, train_steps
-from tests.fakes.gpu.fake import FakeNvml, open_fake
+from tests.fakes.gpu.fake import FakeNvml, open_fake, sampler_step
 from trainmeter.compute.view import ComputeView
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.provenance import Derivation, Input
@@ -60,7 +60,7 @@ def test_the_ladder_divides_the_compute_wings_flop_per_s_by_the_dram_traffic(tmp
     _wait_open(ext)
     for _ in range(4):  # GPM needs two samples a window apart
         clock.advance(0.5)
-        ext.sampler.step(clock())
+        sampler_step(ext.sampler, clock())
     m.finish("completed")
     intensity = ext.section["ladder"][0]["arithmetic_intensity"]
     flop = intensity["inputs"][0]

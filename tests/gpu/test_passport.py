@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.gpu.fake import FakeNvml, open_fake, sampler_for_run
+from tests.fakes.gpu.fake import FakeNvml, open_fake, passport_of, sampler_for_run, sampler_step
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND
 from trainmeter.gpu.extension import PEAKS_PLACEHOLDER_NOTE, gpu_passport_from_sampler
@@ -17,7 +17,7 @@ def _run(fake: FakeNvml, clock: FakeClock, n: int = 4, window: bool = True) -> G
     if window:
         s.begin_window(0.0)
     for _ in range(n):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     return s
 
@@ -25,7 +25,7 @@ def _run(fake: FakeNvml, clock: FakeClock, n: int = 4, window: bool = True) -> G
 def test_section_lists_devices_driver_and_training_window_ladder() -> None:
     clock = FakeClock()
     s = _run(FakeNvml(["h100_sxm", "a100"], clock=clock), clock)
-    sec = gpu_passport_from_sampler(s)
+    sec = passport_of(s)
     json.dumps(sec)  # JSON-ready
     assert sec["available"] and sec["driver_version"] == "595.45.04"
     assert [d["name"] for d in sec["devices"]] == ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
@@ -39,14 +39,14 @@ def test_section_lists_devices_driver_and_training_window_ladder() -> None:
 def test_section_without_window_uses_whole_run() -> None:
     clock = FakeClock()
     s = _run(FakeNvml(["t4"], clock=clock), clock, window=False)
-    assert gpu_passport_from_sampler(s)["averaged_over"] == "whole run"
+    assert passport_of(s)["averaged_over"] == "whole run"
 
 
 def test_section_records_why_there_are_no_gpu_counters() -> None:
     s = sampler_for_run(
         None, clock=FakeClock(), open_backend=lambda clock: open_fake(failure="library_missing")
     )
-    sec = gpu_passport_from_sampler(s)
+    sec = passport_of(s)
     assert not sec["available"] and sec["reason"] == REASON_LIBRARY_NOT_FOUND
     assert sec["devices"] == [] and REASON_LIBRARY_NOT_FOUND in sec["missing"]
 
@@ -68,7 +68,7 @@ def test_a_mig_gpu_lists_gpm_per_gpu_instance_or_why_there_is_none() -> None:
     from trainmeter.gpu.backend import REASON_MIG_GPM_NOT_SUPPORTED
 
     clock = FakeClock()
-    section = gpu_passport_from_sampler(_run(FakeNvml(["h100_mig_gpm", "h100_mig", "h100_sxm"], clock=clock), clock))
+    section = passport_of(_run(FakeNvml(["h100_mig_gpm", "h100_mig", "h100_sxm"], clock=clock), clock))
     with_gpm, without, plain = section["devices"]
     assert [r["gpu_instance_id"] for r in with_gpm["mig_gpm"]] == [1, 2] and with_gpm["mig_gpm_reason"] is None
     assert with_gpm["mig_gpm"][0]["tensor_activity"] > 0 and with_gpm["mig_gpm"][0]["gpm_window_s"] == 0.5

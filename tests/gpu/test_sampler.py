@@ -7,7 +7,18 @@ import time
 
 import pytest
 
-from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake, rung, sampler_for_run
+from tests.fakes.gpu.fake import (
+    GEMM,
+    IDLE,
+    FakeNvml,
+    Phase,
+    open_fake,
+    passport_of,
+    rung,
+    sampler_for_run,
+    sampler_history,
+    sampler_step,
+)
 from trainmeter.core.clock import FakeClock, MonotonicClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND, GpuSample
 from trainmeter.gpu.sampler import GpuSampler, _next_due
@@ -29,11 +40,11 @@ def _poll(predicate, timeout_s: float = 3.0) -> bool:
 def test_step_samples_each_device_once_per_interval() -> None:
     clock = FakeClock()
     s = _sampler(FakeNvml(["h100_sxm", "a100"], clock=clock), clock, (0, 1), interval_s=0.5)
-    assert s.step(0.0) == 2
+    assert sampler_step(s, 0.0) == 2
     clock.advance(0.3)
-    assert s.step(clock()) == 0
+    assert sampler_step(s, clock()) == 0
     clock.advance(0.2)
-    assert s.step(clock()) == 2
+    assert sampler_step(s, clock()) == 2
     assert s.status()[0].n_samples == 2 and s.latest()[1].t_s == 0.5
 
 
@@ -46,11 +57,11 @@ def test_history_is_bounded() -> None:
     clock = FakeClock()
     s = _sampler(FakeNvml(["t4"], clock=clock), clock, history_len=3)
     for _ in range(10):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
-    hist = s.history(0)
+    hist = sampler_history(s, 0)
     assert len(hist) == 3 and hist[-1].t_s == 4.5
-    assert s.history(7) == ()
+    assert sampler_history(s, 7) == ()
 
 
 def test_averages_are_means_over_samples_with_values() -> None:
@@ -58,7 +69,7 @@ def test_averages_are_means_over_samples_with_values() -> None:
     phases = (Phase(duration_s=1.0, levels=IDLE), Phase(duration_s=100.0, levels=GEMM))
     s = _sampler(FakeNvml(["h100_sxm"], clock=clock, timelines={0: phases}), clock)
     for _ in range(4):  # t = 0, 0.5 idle; 1.0, 1.5 gemm
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     avg = s.averages()[0]
     assert avg.n_samples == 4
@@ -73,7 +84,7 @@ def test_averages_are_means_over_samples_with_values() -> None:
 def test_averages_keep_reason_for_fields_never_seen() -> None:
     clock = FakeClock()
     s = _sampler(FakeNvml(["a100"], clock=clock), clock)
-    s.step(0.0)
+    sampler_step(s, 0.0)
     avg = s.averages()[0]
     assert avg.tensor_activity is None and "Hopper" in (avg.unavailable_reason("tensor_activity") or "")
 
@@ -94,14 +105,14 @@ def test_window_counts_only_samples_between_begin_and_end() -> None:
         ),
         clock,
     )
-    s.step(0.0)
+    sampler_step(s, 0.0)
     s.begin_window(1.0)
     for t in (0.5, 1.0, 1.5, 2.0, 2.5):
         clock.now_s = t
-        s.step(t)
+        sampler_step(s, t)
     s.end_window(1.5)  # the last step was at 1.5: samples at 2.0 and 2.5 come back out
     clock.now_s = 3.0
-    s.step(3.0)
+    sampler_step(s, 3.0)
     win = s.window_averages()[0]
     assert win.n_samples == 2 and win.util_gpu == pytest.approx(1.0)
     assert win.start_s == 1.0 and win.end_s == 1.5
@@ -123,11 +134,11 @@ def test_unexpected_backend_error_is_recorded_and_sampling_continues() -> None:
             return super().sample(index)
 
     s = _sampler(Flaky(["t4"], clock=clock), clock)
-    s.step(0.0)
+    sampler_step(s, 0.0)
     st = s.status()[0]
     assert st.active and st.n_errors == 1 and "driver hiccup" in (st.last_error or "")
     clock.advance(0.5)
-    s.step(clock())
+    sampler_step(s, clock())
     assert s.status()[0].n_samples == 1
 
 
@@ -140,7 +151,7 @@ def test_device_stops_after_max_consecutive_errors() -> None:
 
     s = _sampler(Broken(["t4"], clock=clock), clock, max_consecutive_errors=3)
     for _ in range(5):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     st = s.status()[0]
     assert not st.active and st.n_errors == 3 and "3 failures in a row" in (st.stopped_reason or "")
@@ -153,7 +164,7 @@ def test_lost_gpu_stops_only_that_device() -> None:
     fake.inject(0, "gpu_lost", from_s=1.0)
     s = _sampler(fake, clock, (0, 1))
     for _ in range(5):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     st = s.status()
     assert not st[0].active and st[0].stopped_reason == REASON_GPU_LOST and st[0].n_samples == 2
@@ -172,7 +183,7 @@ def test_for_run_without_nvml_gives_empty_sampler_with_reason() -> None:
     clock = FakeClock()
     s = sampler_for_run(None, clock=clock, open_backend=lambda clock: open_fake(failure="library_missing"))
     assert s.unavailable_reason == REASON_LIBRARY_NOT_FOUND
-    assert s.step(0.0) == 0 and s.latest() == {} and s.indices == ()
+    assert sampler_step(s, 0.0) == 0 and s.latest() == {} and s.indices == ()
     s.start()
     s.stop()
 
@@ -285,7 +296,7 @@ def test_counters_stuck_at_zero_after_a_fault_are_not_averaged_and_say_why() -> 
         Phase(duration_s=2.0, levels=GEMM), Phase(duration_s=1e9, levels=FAULTED_COUNTERS)))
     s = _sampler(fake, clock)
     for _ in range(10):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     assert s.latest()[0].tensor_activity is None
     assert s.latest()[0].unavailable_reason("tensor_activity") == REASON_COUNTERS_STUCK
@@ -301,7 +312,7 @@ def test_gpm_permission_lost_mid_run_is_said_and_earlier_values_stand() -> None:
     fake.inject(0, "no_permission", field="gpm", from_s=2.0)
     s = _sampler(fake, clock)
     for _ in range(8):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     latest = s.latest()[0]
     assert latest.sm_activity is None and latest.unavailable_reason("sm_activity") == REASON_GPM_NO_PERMISSION
@@ -311,16 +322,14 @@ def test_gpm_permission_lost_mid_run_is_said_and_earlier_values_stand() -> None:
 
 
 def test_a_gpu_off_the_bus_is_stated_in_the_passport_not_read_as_zero() -> None:
-    from trainmeter.gpu.extension import gpu_passport_from_sampler
-
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm"], clock=clock)
     fake.inject(0, "gpu_lost", from_s=1.5)
     s = _sampler(fake, clock)
     for _ in range(6):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
-    section = gpu_passport_from_sampler(s)
+    section = passport_of(s)
     text = str(section)
     assert REASON_GPU_LOST in text
 
@@ -333,7 +342,7 @@ def test_mig_instances_say_gpu_util_and_gpm_are_unavailable() -> None:
     fake = FakeNvml(["h100_mig"], clock=clock)
     s = _sampler(fake, clock)
     for _ in range(4):
-        s.step(clock())
+        sampler_step(s, clock())
         clock.advance(0.5)
     latest = s.latest()[0]
     assert latest.util_gpu is None and latest.unavailable_reason("util_gpu") == REASON_MIG

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.fakes.host import SteppedNodeSampler
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.faults import MonitorWarning
 from trainmeter.extensions import make_monitor
@@ -69,7 +70,7 @@ class FakeSource:
 def _start(tmp_path, source, clock):
     from trainmeter.options import make_options
 
-    sampler = NodeSampler(source, background=False)
+    sampler = SteppedNodeSampler(source)
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
                 extensions=[sampler])
     m.start()

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.gpu.fake import GEMM, LYING_GPU_UTIL, FakeNvml, Phase, fake_uuid, open_fake, sampler_for_run
+from tests.fakes.gpu.fake import (
+    GEMM,
+    LYING_GPU_UTIL,
+    FakeNvml,
+    Phase,
+    fake_uuid,
+    open_fake,
+    passport_of,
+    sampler_for_run,
+    sampler_step,
+)
 from trainmeter.core.clock import FakeClock
-from trainmeter.gpu.extension import gpu_passport_from_sampler
 from trainmeter.ranks.merge import distributed_section, read_launch
 from trainmeter.ranks.seating import this_node
 
@@ -21,9 +30,9 @@ def node_gpu_section() -> dict:
                                  env={})
     sampler.begin_window(0.0)
     for _ in range(5):
-        sampler.step(clock())
+        sampler_step(sampler, clock())
         clock.advance(0.5)
-    return json.loads(json.dumps(gpu_passport_from_sampler(sampler)))
+    return json.loads(json.dumps(passport_of(sampler)))
 
 
 def seat(root, k, *, device, gpu=None, mfu=None):

@@ -9,6 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 
 import pytest
 
+from tests.fakes.gpu.fake import sampler_step
 from tests.widget import wire_types as protocol
 from tests.widget.wire_types import decode_frame
 from trainmeter.core.clock import FakeClock
@@ -145,7 +146,7 @@ def test_the_wings_tiles_panels_and_charts_fit_the_typed_state(run_root):
     m.start()
     for i in range(120):
         clock.advance(0.25)
-        gpu.sampler.step(clock())
+        sampler_step(gpu.sampler, clock())
         m.on_step(64, loss_value=(50.0 if 80 <= i < 83 else 2.0 + 0.001 * (i % 5)))
     live = json.loads(json.dumps(build_state(facts_from_monitor(m.context))))
     m.finish("completed")

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from tests.fakes.gpu.fake import sampler_step
 from tests.widget.wire_types import decode_frame
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.memory import MemoryReading
@@ -228,7 +229,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
                      probes=False, extensions=[gpu, energy, TimeSplit(), Verdicts()]).start()
     for i in range(120):
         clock.advance(0.25)
-        gpu.sampler.step(clock())
+        sampler_step(gpu.sampler, clock())
         m.on_step(64, loss_value=(50.0 if 80 <= i < 83 else 2.0 + 0.001 * (i % 5)))
     m.finish("completed")
     live = build_state(facts_from_monitor(m.context))
@@ -256,7 +257,7 @@ def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
                      text=False, probes=False, extensions=[gpu, TimeSplit()]).start()
     for i in range(40):
         clock.advance(0.25)
-        gpu.sampler.step(clock())
+        sampler_step(gpu.sampler, clock())
         m.on_step(64, loss_value=2.0 - 0.01 * i)
     m.finish("completed")
     assert (m.run_dir / DASHBOARD_FILE).is_file()  # written at the passport, no publisher involved

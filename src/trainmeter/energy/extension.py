@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
-from trainmeter.energy.summary import energy_section, energy_tile
-from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power
+from trainmeter.energy.summary import DeviceEnergy, energy_section, energy_tile, from_counter, from_power
 
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
@@ -89,7 +88,6 @@ class EnergyExtension(ExtensionBase):
         self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
         self._t1_s: float | None = None
-        self._names: dict[int, str] = {}
         self._gpu_missing: str | None = None
         self._start_mj: dict[int, tuple[float | None, str | None]] = {}  # by device index: the devices measured
         self._end_mj: dict[int, tuple[float | None, str | None]] = {}
@@ -98,14 +96,12 @@ class EnergyExtension(ExtensionBase):
         self._section: dict[str, Any] = {}
         self._derivations: list[Derivation] = []
 
-    # -- lifecycle ----------------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """The session's starting point: RAPL now, in case no GPU opens (the GPU counters: the sampler's thread)."""
         self._m = monitor
         self._t0_s = monitor.clock()
-        gpu: GpuView | None = monitor.extension("gpu")
-        self._gpu_view = gpu
-        self._sampler = gpu.readings if gpu is not None else None
+        self._gpu_view = monitor.extension("gpu")
+        self._sampler = self._gpu_view.readings if self._gpu_view is not None else None
         self._gpu_missing = (getattr(self._sampler, "unavailable_reason", None) if self._sampler is not None
                              else "the GPU extension is off")
         self._rapl_start = read_rapl(self._powercap_root)
@@ -119,30 +115,24 @@ class EnergyExtension(ExtensionBase):
         sampler = self._sampler
         if sampler is not None:
             self._adopt_sampler(final=True)
-            if sampler.energy_end_s is not None and sampler.energy_end is not None:
-                self._t1_s = sampler.energy_end_s
-            self._end_mj = dict(sampler.energy_end or {})
+            if sampler.energy_end is not None:
+                self._end_mj, self._t1_s = sampler.energy_end
         if self._rapl_start is not None:
             self._rapl_end = read_rapl(self._powercap_root)
 
     def _adopt_sampler(self, *, final: bool = False) -> None:
         """Take the devices and start counters the background GPU sampler read on its own thread."""
-        sampler = self._sampler
-        start = sampler.energy_start
+        start = self._sampler.energy_start
         if self._start_mj:
             return
-        if not start:  # None: not read yet (NVML may still be opening); {}: no device
+        if start is None or not start[0]:  # None: not read yet (NVML may still be opening); no counters: no device
             if start is not None or final or not self._gpu_view.opening():
-                self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
+                self._gpu_missing = self._sampler.unavailable_reason or "no GPU selected"
             return
-        devices = sampler.devices or {}
-        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in start}
-        self._start_mj = dict(start)
-        self._t0_s = sampler.energy_start_s if sampler.energy_start_s is not None else self._t0_s
+        self._start_mj, self._t0_s = start
         self._gpu_missing = None
         self._rapl_start = None  # GPU energy is used
 
-    # -- figures --------------------------------------------------------------------------
     def _devices(self, now_s: float, end: dict[int, tuple[float | None, str | None]]) -> list[DeviceEnergy]:
         window_s = now_s - self._t0_s
         averages: Any = {}
@@ -151,14 +141,14 @@ class EnergyExtension(ExtensionBase):
                 averages = self._sampler.window_averages()
         out = []
         for index, (first, why_first) in self._start_mj.items():
-            name = self._names[index]
+            name = str(getattr(self._sampler.devices.get(index), "name", "") or "")  # the devices are fixed once open
             last, why_last = end.get(index, (None, "not read at the end"))
             if first is not None and last is not None:
                 out.append(from_counter(index, name, first, last, window_s))
                 continue
             avg = averages.get(index)
-            out.append(from_power(index, name, getattr(avg, "power_w", None) if avg is not None else None,
-                                  int(getattr(avg, "n_samples", 0) or 0), window_s, why_first or why_last))
+            out.append(from_power(index, name, getattr(avg, "power_w", None), int(getattr(avg, "n_samples", 0) or 0),
+                                  window_s, why_first or why_last))
         return out
 
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],

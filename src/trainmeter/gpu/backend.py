@@ -31,12 +31,10 @@ REASON_GPM_FIRST_SAMPLE = (
     "GPM values are averages between two samples; the first arrives one interval after sampling starts")
 REASON_MIG = (
     "MIG mode is on: NVML reports no GPU-Util and no whole-GPU GPM for a MIG-enabled GPU; GPM is read per "
-    "MIG GPU instance where the device gives it"
-)
+    "MIG GPU instance where the device gives it")
 REASON_MIG_GPM_NOT_SUPPORTED = (
     "MIG mode is on and this device gives no GPM per MIG GPU instance (nvmlGpmMigSampleGet needs a Hopper "
-    "or newer datacenter GPU)"
-)
+    "or newer datacenter GPU)")
 REASON_MIG_NO_INSTANCES = "MIG mode is on but NVML lists no MIG device (GPU and compute instance) on it to read"
 MIG_GPM_WHAT = "GPM per MIG GPU instance"  # nvmlGpmMigSampleGet in reason texts
 REASON_GPU_LOST = "the GPU fell off the bus (NVML GpuIsLost); sampling of it stopped"
@@ -153,7 +151,7 @@ class GpuBackend(Protocol):
 
     ``device_info`` never raises (it sets ``reason``); ``sample`` raises :class:`GpuUnavailableError` only for a
     device-level failure; ``close`` is idempotent and never raises. An optional ``total_energy_mj(index) -> (mJ or
-    None, reason or None)`` reads the energy counter (gpu/energy.py).
+    None, reason or None)`` reads the energy counter (gpu/sampler.py).
     """
 
     def device_count(self) -> int: ...

@@ -20,8 +20,7 @@ BUSY_UTIL = 0.95
 ACTIVITY_FIELDS: tuple[str, ...] = ("sm_activity", "sm_occupancy", "tensor_activity", "hmma_activity", "dram_bw_util")
 REASON_COUNTERS_STUCK = (
     "the profiling counters read 0 while GPU-Util reads 100%, which NVIDIA's DCGM documents after a GPU fault "
-    "(an Xid): not a reading; a GPU reset clears it"
-)
+    "(an Xid): not a reading; a GPU reset clears it")
 
 
 def counters_stuck(sample: GpuSample, previous: GpuSample | None) -> bool:

@@ -19,7 +19,6 @@ from trainmeter.gpu.view import GpuView
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
     from trainmeter.core.context import RunContext
-    from trainmeter.gpu.backend import GpuSample
     from trainmeter.gpu.ladder import Ladder
     from trainmeter.gpu.sampler import GpuAverages, GpuSampler
 
@@ -213,38 +212,43 @@ def training_averages(sampler: GpuSampler) -> tuple[Mapping[int, GpuAverages], s
     return sampler.averages(), "whole run"
 
 
-def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladder] | None = None,
+def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladder],
                               peaks_used: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``gpu`` section from a (stopped or running) sampler; ``available`` False with ``reason`` when nothing was
-    sampled. Averages cover :func:`training_averages`; ``ladders`` default to ones built from them (without MFU); a
-    MIG-enabled GPU's latest sample gives ``mig_gpm``."""
-    from trainmeter.gpu.ladder import build_ladder
-
+    """The ``gpu`` section from a (stopped or running) sampler and the ``ladders`` of its devices; ``available`` False
+    with ``reason`` when nothing was sampled. Averages cover :func:`training_averages`; a MIG-enabled GPU's latest
+    sample gives ``mig_gpm``."""
     averages, span = training_averages(sampler)
     devices, status, latest = sampler.devices, sampler.status(), sampler.latest()
     unavailable_reason, selection = sampler.unavailable_reason, sampler.selection
     missing = [unavailable_reason] if unavailable_reason else []
     missing += selection.notes if selection is not None else ()
-    out_devices = []
-    out_ladders = []
+    out_devices, out_ladders = [], []
     for index in sorted(devices):
         info, st, avg = devices[index], status.get(index), averages.get(index)
         entry: dict[str, Any] = {"index": index, **{k: getattr(info, k) for k in (
             "name", "uuid", "mem_total_bytes", "mig_enabled", "gpm_supported", "gpm_reason")},
             "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
             "n_samples": 0 if avg is None else avg.n_samples}
-        if info.mig_enabled:
-            entry.update(_mig_entry(latest.get(index)))
+        sample = latest.get(index)
+        if info.mig_enabled and sample is None:
+            entry.update(mig_gpm=[], mig_gpm_reason="no sample of this GPU yet")
+        elif info.mig_enabled:  # GPM per MIG GPU instance from its latest sample
+            entry.update(mig_gpm=[{"gpu_instance_id": m.gpu_instance_id, "uuid": m.uuid, "gpm_window_s": m.gpm_window_s,
+                                   **dict(m.values), "missing": dict(m.unavailable)} for m in sample.mig_gpm],
+                         mig_gpm_reason=sample.mig_gpm_reason)
         if st is not None:
             entry.update(n_errors=st.n_errors, stopped_reason=st.stopped_reason)
         whys = (entry.get("mig_gpm_reason"), info.reason, st.stopped_reason if st is not None else None)
         missing += [f"GPU {index}: {why}" for why in whys if why]
         out_devices.append(entry)
-        ladder = (ladders or {}).get(index)
-        if ladder is None and avg is not None and avg.n_samples > 0:  # without MFU
-            ladder = build_ladder(avg, device_name=info.name)
+        ladder = ladders.get(index)
         if ladder is not None:
-            out_ladders.append(_ladder_dict(index, ladder))
+            rungs = {r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
+                     for r in ladder.rungs}
+            intensity = ladder.arithmetic_intensity.to_dict()
+            out_ladders.append({"index": index, "rungs": rungs, "dram_bw_util": ladder.dram_bw_util.value,
+                                "ofu": ladder.ofu.to_dict(), "arithmetic_intensity": intensity,
+                                "falloff": ladder.falloff, "sentence": ladder.sentence})
             missing.extend(f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu")
     selected = None if selection is None else {"indices": list(selection.indices), "provenance": selection.provenance,
                                                "how": selection.how, "notes": list(selection.notes)}
@@ -252,21 +256,4 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
             "driver_version": sampler.driver_version, "selection": selected, "devices": out_devices,
             "peaks_used": {"value": None, "note": PEAKS_PLACEHOLDER_NOTE} if peaks_used is None else dict(peaks_used),
             "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
-
-
-def _ladder_dict(index: int, ladder: Ladder) -> dict[str, Any]:
-    rungs = {r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
-             for r in ladder.rungs}
-    return {"index": index, "rungs": rungs, "dram_bw_util": ladder.dram_bw_util.value, "ofu": ladder.ofu.to_dict(),
-            "arithmetic_intensity": ladder.arithmetic_intensity.to_dict(), "falloff": ladder.falloff,
-            "sentence": ladder.sentence}
-
-
-def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:
-    """GPM per MIG GPU instance from a MIG-enabled GPU's latest sample (``mig_gpm``), or why there is none."""
-    if sample is None:
-        return {"mig_gpm": [], "mig_gpm_reason": "no sample of this GPU yet"}
-    rows = [{"gpu_instance_id": m.gpu_instance_id, "uuid": m.uuid, "gpm_window_s": m.gpm_window_s,
-             **dict(m.values), "missing": dict(m.unavailable)} for m in sample.mig_gpm]
-    return {"mig_gpm": rows, "mig_gpm_reason": sample.mig_gpm_reason}
 

@@ -30,28 +30,23 @@ MFU_LOW = 0.20
 
 OFU_NOTE = (
     "estimate: tensor activity x SM clock / max SM clock (OFU, Pedersen et al., arXiv "
-    "2605.20799), scaled to NVML's max SM clock, not a documented tensor clock"
-)
+    "2605.20799), scaled to NVML's max SM clock, not a documented tensor clock")
 INTENSITY_NOTE = "aggregate over the window, not per kernel; DRAM utilization tops out near 80%"
 
 CAUSE_IDLE = (
     "the GPU is idle between kernels much of the time: input pipeline, host-side Python, "
-    "synchronisation or communication waits"
-)
+    "synchronisation or communication waits")
 CAUSE_LAUNCH_BOUND = "kernels too small or launch-bound"
 CAUSE_MEMORY_BOUND = "memory-bound kernels (elementwise, normalisation, unfused attention)"
 CAUSE_NON_TENSOR = (
     "the SMs run non-tensor work: FP32 math without autocast/bf16, elementwise ops, or "
-    "shapes that miss the tensor cores"
-)
+    "shapes that miss the tensor cores")
 CAUSE_UNCOUNTED = (
     "the tensor cores do work the model FLOP count leaves out (recomputation, padding, "
-    "tile waste), or the FLOP count or peak is off"
-)
+    "tile waste), or the FLOP count or peak is off")
 CAUSE_LOW_MFU = (
     "little useful math per second despite the rungs above: small or odd-shaped matmuls, "
-    "low clocks, or a slower dtype than the peak's"
-)
+    "low clocks, or a slower dtype than the peak's")
 
 SOURCES = {"gpu_util": "NVML nvmlDeviceGetUtilizationRates().gpu (share of time any kernel ran)",
            "sm_activity": "NVML GPM SM_UTIL (metric 2)", "tensor_activity": "NVML GPM ANY_TENSOR_UTIL (metric 5)",

@@ -104,10 +104,6 @@ class GpmPair:
         self._last = _parse(mg, window_s)
         return self._last
 
-    def restart(self) -> None:
-        """Forget the older sample: the next tick primes the pair again."""
-        self._t_prev = None
-
     def free(self) -> None:
         """Free both buffers (the pair is dropped then: :func:`free_gpm`); never raises."""
         for buf in self._bufs:
@@ -231,16 +227,13 @@ def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[i
     for slot in range(int(count or 0)):
         try:
             mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-            found.setdefault(int(nv.nvmlDeviceGetGpuInstanceId(mig)), _text(nv.nvmlDeviceGetUUID(mig)))
+            gi, uuid = int(nv.nvmlDeviceGetGpuInstanceId(mig)), nv.nvmlDeviceGetUUID(mig)
+            found.setdefault(gi, uuid.decode() if isinstance(uuid, bytes) else str(uuid))
         except nv.NVMLError:  # an empty slot (NotFound), or one NVML will not show
             continue
     if not found:
         return (), why or REASON_MIG_NO_INSTANCES
     return tuple(sorted(found.items())), None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _readings(nv: Any, h: Any) -> tuple[tuple[Any, ...], ...]:
@@ -295,7 +288,7 @@ def _gpm(nv: Any, dev: NvmlDevice, gi: int | None, now_s: float, fails: tuple[st
     if code in permanent:
         free_gpm(dev)
         return fails[permanent.index(code)]
-    pair.restart()  # transient: prime the pair again next tick
+    pair._t_prev = None  # transient: forget the older sample, the next tick primes the pair again
     return all_missing(f"GPM read failed: {nv.NVMLError(code)}")
 
 

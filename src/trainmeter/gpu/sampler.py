@@ -1,15 +1,15 @@
 """Background GPU sampler: each selected device read at 1-2 Hz on its own daemon thread (docs/spec.md section 8).
 
 A deadline loop per device waits on one shared ``threading.Event`` (a slow call delays only its device; missed
-ticks are skipped); :meth:`GpuSampler.step` does the same work synchronously (tests). Never raises; memory is
-bounded. Thread safety: every public method may be called from any thread (one lock).
+ticks are skipped). Never raises; memory is bounded. Thread safety: every public method may be called from any
+thread (one lock).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from trainmeter.core.clock import Clock
@@ -17,7 +17,6 @@ from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, open_gpu_backend, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
-from trainmeter.gpu.energy import read_counters
 from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
@@ -47,12 +46,10 @@ class GpuSampler:
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
         self.open_error: str | None = None  # opening in the background raised (in_background): why
-        # in_background: energy counters (mJ, or None and a reason) read by the owner thread at the open and at the
-        # end, with the clock's time; the energy wing reads them (the training thread never touches NVML)
-        self.energy_start: dict[int, tuple[float | None, str | None]] | None = None
-        self.energy_end: dict[int, tuple[float | None, str | None]] | None = None
-        self.energy_start_s: float | None = None
-        self.energy_end_s: float | None = None
+        # in_background: (energy counters by device (mJ, or None and a reason), the clock's time) read by the owner
+        # thread at the open and at the end; the energy wing reads them (the training thread never touches NVML)
+        self.energy_start: tuple[dict[int, tuple[float | None, str | None]], float] | None = None
+        self.energy_end: tuple[dict[int, tuple[float | None, str | None]], float] | None = None
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         self._history_len = history_len
@@ -87,8 +84,7 @@ class GpuSampler:
         return sampler
 
     def start(self) -> None:
-        """Start sampling in the background: an owner thread (that opens the backend first when opening lazily)
-        starts the device threads. Idempotent."""
+        """Start the owner thread (it opens an in_background backend, then starts the device threads); idempotent."""
         with self._lock:
             if self._owner is not None or self._stop_event.is_set():
                 return
@@ -103,7 +99,7 @@ class GpuSampler:
         for t in self._threads:
             t.start()
         # energy counters after the device threads start (a hung counter read delays no sampling) and at the end
-        self.energy_start, self.energy_start_s = read_counters(self._backend, tuple(self._states)), self._clock()
+        self.energy_start = read_counters(self._backend, tuple(self._states)), self._clock()
         self._stop_event.wait()
         deadline = time.monotonic() + STOP_DEADLINE_S / 2  # inside stop()'s own deadline
         for t in self._threads:
@@ -111,7 +107,7 @@ class GpuSampler:
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
         else:
-            self.energy_end, self.energy_end_s = read_counters(self._backend, tuple(self._states)), self._clock()
+            self.energy_end = read_counters(self._backend, tuple(self._states)), self._clock()
         self._close()
 
     def _close(self) -> None:
@@ -149,19 +145,10 @@ class GpuSampler:
         owner = self._owner
         if owner is None:
             self._close()
-            return
-        if owner is not threading.current_thread():
+        elif owner is not threading.current_thread():
             owner.join(timeout_s)
             if owner.is_alive():
                 self._abandon(timeout_s)
-
-    def step(self, now_s: float) -> int:
-        """Sample, in this thread, every active device due at ``now_s``; returns how many."""
-        with self._lock:
-            due = [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
-        for index in due:
-            self._sample_device(index)
-        return len(due)
 
     def _run(self, index: int) -> None:
         st = self._states[index]  # fixed once the device threads start
@@ -224,10 +211,6 @@ class GpuSampler:
         """Latest sample per device that has one (a copy; samples are immutable)."""
         return self._each(lambda st: st.latest)
 
-    def history(self, index: int) -> tuple[GpuSample, ...]:
-        """Recent samples of device ``index`` (at most ``history_len``), oldest first."""
-        return self._each(lambda st: tuple(st.history)).get(index, ())
-
     def averages(self) -> dict[int, GpuAverages]:
         """Means since sampling began, per device."""
         return self._each(lambda st: st.all.result(st.index))
@@ -266,3 +249,17 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
         backend.close()
         raise
     return GpuBackendResult(backend=backend, selection=selection)
+
+
+def read_counters(backend: Any, indices: Iterable[int]) -> dict[int, tuple[float | None, str | None]]:
+    """Read each device's energy counter (mJ) now; ``(None, reason)`` where it cannot. Never raises."""
+    read = getattr(backend, "total_energy_mj", None)
+    if read is None:
+        return dict.fromkeys(indices, (None, "this GPU backend has no energy counter"))
+    out: dict[int, tuple[float | None, str | None]] = {}
+    for index in indices:
+        try:
+            out[index] = read(index)
+        except Exception as exc:  # noqa: BLE001 - a backend fault is a reason, never an exception
+            out[index] = (None, f"energy counter read failed: {exc!r}")
+    return out

@@ -21,8 +21,7 @@ VALID_GPUS_TEXT = "valid: 'all', device indices such as '0,1', or UUIDs such as 
 MIG_NOTE = (
     "NVML gives no GPU-Util for a MIG-enabled GPU; trainmeter reads GPM per MIG GPU instance on the parent "
     "GPU where the device gives it, so select the parent GPU (a CUDA context on a MIG instance NVML lists "
-    "selects its parent)"
-)
+    "selects its parent)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

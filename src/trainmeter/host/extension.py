@@ -1,8 +1,7 @@
 """The node around the run: CPU, load, memory, swap, disks, network, temperatures, fans (docs/spec.md section 10).
 
-Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second (tests call
-:meth:`NodeSampler.step`). Thread safety: the sampler thread is the only writer; readers take a lock or read the
-latest immutable sample.
+Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second. Thread
+safety: the sampler thread is the only writer; readers take a lock or read the latest immutable sample.
 """
 
 from __future__ import annotations
@@ -53,16 +52,15 @@ class _Stat:
 
 class NodeSampler(ExtensionBase):
     """Samples the node in the background (extension ``"node"``): ``source`` psutil-like (default ``psutil``), every
-    ``period_s`` seconds by ``wait_clock`` (real time); tests pass ``background=False`` and call :meth:`step`."""
+    ``period_s`` seconds by ``wait_clock`` (real time)."""
 
     name = "node"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
-    def __init__(self, source: NodeSource | None = None, *, period_s: float = 1.0, background: bool = True,
+    def __init__(self, source: NodeSource | None = None, *, period_s: float = 1.0,
                  wait_clock: Clock | None = None) -> None:
         self._source = source
         self.period_s = period_s
-        self._background = background
         self._wait_clock = wait_clock or MonotonicClock()
         self._monitor: RunContext | None = None
         self._reader: NodeReader | None = None
@@ -75,20 +73,16 @@ class NodeSampler(ExtensionBase):
         self.samples = 0
         self._stats = {name: _Stat() for name in STAT_FIELDS}
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """Start sampling (training thread; returns at once). psutil is read only on the sampler's thread, baseline
         included, but *imported* here first: a fork during the thread's import would leave the child an import lock
         held by a thread it does not have (docs/spec.md, fork safety)."""
         self._monitor = monitor
-        if self._background:
-            if self._source is None:
-                with contextlib.suppress(ImportError):
-                    import psutil  # noqa: F401
-            self._thread = OurThread(target=self._run, args=(monitor,), name="trainmeter-node")
-            self._thread.start()
-        elif self._open(monitor):
-            self.step(monitor.clock())
+        if self._source is None:
+            with contextlib.suppress(ImportError):
+                import psutil  # noqa: F401
+        self._thread = OurThread(target=self._run, args=(monitor,), name="trainmeter-node")
+        self._thread.start()
 
     def _open(self, monitor: RunContext) -> bool:
         """Open the source (default psutil) and its reader; ``False`` (said once) without psutil."""
@@ -115,17 +109,15 @@ class NodeSampler(ExtensionBase):
     def _run(self, monitor: RunContext) -> None:
         if not self._open(monitor):
             return
-        clock = monitor.clock
-        self.step(clock())  # the baseline
+        self.step(monitor.clock())  # the baseline
         deadline = self._wait_clock() + self.period_s
         while not self._stop.wait(max(0.0, deadline - self._wait_clock())) and self._errors < MAX_ERRORS:
-            self.step(clock())
+            self.step(monitor.clock())
             deadline += self.period_s
             now = self._wait_clock()
             if deadline < now:  # fell behind: skip missed ticks
                 deadline = now + self.period_s
 
-    # -- sampling ------------------------------------------------------------------
     def step(self, now_s: float) -> NodeSample | None:
         """Read the source once at clock time ``now_s``; record, accumulate, return the sample (``None`` before the
         start opened the source). Never raises."""
@@ -157,7 +149,6 @@ class NodeSampler(ExtensionBase):
                 monitor.record_at(series, t_s, value)
         return sample
 
-    # -- sinks ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["node"]``: the latest sample (scalars only)."""
         sample = self.latest

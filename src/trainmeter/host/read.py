@@ -78,12 +78,6 @@ def _busy(prev: tuple[float, float], cur: tuple[float, float]) -> float | None:
     return min(1.0, max(0.0, (cur[0] - prev[0]) / d_total))
 
 
-def _rate(prev: int | None, cur: int | None, dt_s: float) -> float | None:
-    if prev is None or cur is None or dt_s <= 0 or cur < prev:
-        return None
-    return (cur - prev) / dt_s
-
-
 def _sensor_pairs(reading: Any) -> tuple[tuple[str, float], ...] | None:
     return tuple((f"{chip}/{getattr(entry, 'label', '') or i}", float(value))
                  for chip, entries in (reading or {}).items() for i, entry in enumerate(entries)
@@ -156,8 +150,8 @@ class NodeReader:
         if prev is not None:
             for key, i, label in (("disk", 0, "disk_read"), ("disk", 1, "disk_write"),
                                   ("net", 0, "net_rx"), ("net", 1, "net_tx")):
-                a, b = getattr(prev, key), getattr(cur, key)
-                values[f"{label}_bytes_per_s"] = _rate(a[i] if a else None, b[i] if b else None, dt_s)
+                a, b = getattr(prev, key), getattr(cur, key)  # a counter that went back (reset): no rate
+                values[f"{label}_bytes_per_s"] = (b[i] - a[i]) / dt_s if a and b and dt_s > 0 and b[i] >= a[i] else None
         values["rss_bytes"] = self._rss()
         if self._ticks % SLOW_EVERY == 0:
             self._read_slow()

@@ -388,3 +388,31 @@ def sampler_for_run(gpus: Any = None, *, clock: Clock, open_backend: Callable[..
 def rung(ladder: Any, key: str) -> Any:
     """The ladder's rung with ``key``, DRAM bandwidth included (KeyError if none)."""
     return {r.key: r for r in (*ladder.rungs, ladder.dram_bw_util)}[key]
+
+
+def sampler_step(sampler: GpuSampler, now_s: float) -> int:
+    """Sample, in this thread, every active device of ``sampler`` due at ``now_s`` (what its device threads do, in
+    step with a test's clock); returns how many."""
+    with sampler._lock:
+        due = [st.index for st in sampler._states.values() if st.active and st.claim(now_s, sampler.interval_s)]
+    for index in due:
+        sampler._sample_device(index)
+    return len(due)
+
+
+def sampler_history(sampler: GpuSampler, index: int) -> tuple[GpuSample, ...]:
+    """Recent samples of device ``index`` (at most ``history_len``), oldest first."""
+    with sampler._lock:
+        st = sampler._states.get(index)
+        return tuple(st.history) if st is not None else ()
+
+
+def passport_of(sampler: GpuSampler, **kwargs: Any) -> dict[str, Any]:
+    """The ``gpu`` passport section of ``sampler``, with each sampled device's ladder built from its averages without
+    MFU (the GPU wing passes its own, with compute's MFU)."""
+    from trainmeter.gpu.extension import gpu_passport_from_sampler, training_averages
+    from trainmeter.gpu.ladder import build_ladder
+
+    ladders = {i: build_ladder(avg, device_name=sampler.devices[i].name)
+               for i, avg in training_averages(sampler)[0].items() if avg.n_samples > 0}
+    return gpu_passport_from_sampler(sampler, **{"ladders": ladders, **kwargs})
