@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import trainmeter as tm
+from tests.ranks.test_follow import bytes_read
 from trainmeter.ranks.watch import RunWatch, follow, resolve
 
 SRC = Path(__file__).parents[2] / "src"
@@ -52,7 +53,7 @@ def test_the_watch_shows_the_steps_of_a_run_another_process_writes_rising(tmp_pa
     assert writer.returncode == 0, writer.stderr.read()[-2000:]
     assert watch is not None and watch.ended() and state["status"] == "completed"
     assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] == 60  # rising, to the end
-    assert watch.followers.bytes_read <= (watch.run_dir / "events.jsonl").stat().st_size * 2
+    assert bytes_read(watch.followers) <= (watch.run_dir / "events.jsonl").stat().st_size * 2
 
 
 def test_follow_outside_a_notebook_prints_the_run_until_it_ends(tmp_path, run_root):

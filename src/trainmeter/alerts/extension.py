@@ -18,6 +18,7 @@ import stat
 import sys
 import threading
 import traceback
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
 
 VERDICT_CONDITIONS = {"nan": "loss_nonfinite", "spike": "loss_spike", "throughput": "throughput_drop",
-                      "starved": "data_starved"}
-"""Conditions that are a verdict of the verdicts wing (verdicts/rules.py ``KINDS``)."""
+                      "starved": "data_starved"}  # conditions met by a verdict (verdicts/rules.py KINDS)
 CONDITIONS = (*VERDICT_CONDITIONS, "memory", "hang", "SERIES>X", "SERIES<X")
 ACTIONS = ("show", "notify", "stop", "checkpoint-stop")
 DEFAULT_HANG_S = 300.0
@@ -122,43 +122,20 @@ MAX_IDS_KEPT = 256
 TOP_FRAMES = 8
 
 
-def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
-    """``(action, id)`` of a valid control file for run ``run_id``, else ``None`` (missing, a link, too big,
-    not JSON, another run's, an unknown action). Never raises."""
-    try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONTROL_BYTES:
-            return None
-        with open(path, "rb") as f:
-            data = json.loads(f.read(MAX_CONTROL_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("run_id") != run_id:
-        return None
-    action, ident = data.get("action"), data.get("id")
-    if action not in CONTROL_ACTIONS or not isinstance(ident, str | int) or isinstance(ident, bool):
-        return None
-    return str(action), str(ident)
-
-
 def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
-    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``), after the innermost
-    notebook cell's frame when it is deeper; ``[]`` if gone."""
+    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``; ``cell [n], line m``
+    for a notebook cell's code, which IPython compiles under ``/tmp/ipykernel_<pid>/<hash>.py``, a hash of the code,
+    mapped to the cell's execution count), after the innermost notebook cell's frame when deeper; ``[]`` if gone."""
     frame = sys._current_frames().get(ident) if ident is not None else None
     if frame is None:
         return []
-    stack = [f"{code_place(f.filename, f.lineno)} in {f.name}" for f in traceback.extract_stack(frame)]
-    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
-    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
-
-
-def code_place(filename: str, line: int | None) -> str:
-    """``cell [n], line m`` for a notebook cell's code (IPython compiles a cell under a temporary file named by a hash
-    of its code, ``/tmp/ipykernel_<pid>/<hash>.py``, and maps it to the cell's execution count), else ``file:line``."""
     get = getattr(sys.modules.get("IPython"), "get_ipython", None)
     names = getattr(getattr(get() if get is not None else None, "compile", None), "_filename_map", None)
-    number = names.get(filename) if isinstance(names, dict) else None
-    return f"cell [{number}], line {line}" if isinstance(number, int) else f"{filename}:{line}"
+    cells = names if isinstance(names, dict) else {}
+    stack = [f"cell [{cells[f.filename]}], line {f.lineno} in {f.name}" if isinstance(cells.get(f.filename), int)
+             else f"{f.filename}:{f.lineno} in {f.name}" for f in traceback.extract_stack(frame)]
+    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
+    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
 
 
 _STOPPING = ("stop", "checkpoint-stop")
@@ -182,7 +159,7 @@ class Alerts(ExtensionBase):
         self._thread: threading.Thread | None = None
         self._last_steps, self._last_change_s = -1, 0.0  # the step count seen last, and since when
         self._control_sig: tuple[int, int] | None = None  # the control file's (mtime, size) read last
-        self._ids: list[str] = []  # the control requests taken (the newest MAX_IDS_KEPT)
+        self._ids: deque[str] = deque(maxlen=MAX_IDS_KEPT)  # the control requests taken (the newest)
         self._loss_pos = 0  # the per-step NaN check's position in the captured loss series (a device loss)
         self._nan_stop = next((r for r in self.rules if r.condition == "nan" and r.action in _STOPPING), None)
         if self._nan_stop is not None:  # a per-step check only where a rule asks for one (docs/spec.md)
@@ -221,12 +198,10 @@ class Alerts(ExtensionBase):
                 return
 
     def tick(self, now_s: float) -> None:
-        """One watchdog check at clock time ``now_s``: the rules, the hang, the control file (its thread calls it each
-        second; tests call it)."""
-        if self._m is not None:
-            self._check()
-            self._hang(now_s)
-            self._control()
+        """A watchdog check at clock time ``now_s`` (each second; tests call it): rules, hang, the control file."""
+        self._check()
+        self._hang(now_s)
+        self._control()
 
     def add(self, rules: Any) -> tuple[AlertRule, ...]:
         """Add rules during the run (``tm.alert``); checked from the watchdog's next tick. Any thread.
@@ -316,24 +291,29 @@ class Alerts(ExtensionBase):
                                        f"the training thread is at {top}", where=where)
 
     def _control(self) -> None:
-        """The run's ``control.json``, read when its mtime or size changed: a new request id asks for its action."""
+        """The run's ``control.json``, read when its mtime or size changed: a new request id asks for its action.
+        Ignored, never raising: a link, too big, not JSON, another run's, an unknown action."""
         run_dir = self._m.run_dir  # type: ignore[union-attr]
         if run_dir is None:
             return
         path = Path(run_dir) / CONTROL_FILE
         try:
             st = os.lstat(path)
-        except OSError:
+            if (st.st_mtime_ns, st.st_size) == self._control_sig:
+                return
+            self._control_sig = (st.st_mtime_ns, st.st_size)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONTROL_BYTES:
+                return
+            with open(path, "rb") as f:
+                data = json.loads(f.read(MAX_CONTROL_BYTES).decode("utf-8"))
+        except (OSError, ValueError):
             return
-        sig = (st.st_mtime_ns, st.st_size)
-        if sig == self._control_sig:
+        if not isinstance(data, dict) or data.get("run_id") != Path(run_dir).name:
             return
-        self._control_sig = sig
-        got = read_control(path, Path(run_dir).name)
-        if got is None or got[1] in self._ids:
+        action, ident = data.get("action"), data.get("id")
+        if action not in CONTROL_ACTIONS or type(ident) not in (str, int) or str(ident) in self._ids:  # JSON: no bool
             return
-        action, ident = got
-        self._ids = [*self._ids[-(MAX_IDS_KEPT - 1):], ident]
+        self._ids.append(str(ident))
         controls = self._m.controls  # type: ignore[union-attr]
         (controls.request_stop if action == "stop" else controls.request_checkpoint)("control-file")
 
@@ -343,15 +323,12 @@ class Alerts(ExtensionBase):
         """Record ``rule`` as fired at ``step`` (once; ``lane``: the lane whose series fired it) and act. On the
         training thread a stop raises ``StopTraining`` now (the step has completed); elsewhere it is a request for
         every lane's next step."""
-        m = self._m
-        if m is None:
-            return
+        m: Any = self._m  # set at start: every check runs after it
         with self._lock:
             if any(a["rule"] == rule.text for a in self.fired):
                 return
-            sentence = f"alert {rule.text}: {what}"
             event: dict[str, Any] = {"rule": rule.text, "condition": rule.condition, "action": rule.action,
-                                     "step": int(step), "t_s": m.elapsed_s(), "sentence": sentence,
+                                     "step": int(step), "t_s": m.elapsed_s(), "sentence": f"alert {rule.text}: {what}",
                                      "notify": rule.action != "show", **({"where": where} if where is not None else {}),
                                      **({"lane": lane} if lane is not None else {})}
             self.fired = (*self.fired, event)
@@ -370,12 +347,10 @@ class Alerts(ExtensionBase):
         return AlertsView(rules=tuple(r.text for r in self.rules), fired=self.fired)
 
     def warnings(self) -> list[str]:
-        """One sentence per fired alert."""
         return [a["sentence"] for a in self.fired]
 
     def markers(self) -> list[dict[str, Any]]:
-        """A chart marker per fired alert: loss rules on the loss chart, memory on memory, the rest on
-        throughput (any thread)."""
+        """A marker per fired alert: loss rules on the loss chart, memory on memory, else throughput (any thread)."""
         return [{"kind": "alert", "step": a["step"], "label": f"alert {a['rule']}", "sentence": a["sentence"],
                  "chart": _CHARTS.get(a["condition"], "throughput")} for a in self.fired]
 

@@ -68,27 +68,23 @@ class RanksExtension(ExtensionBase):
                   ROOT_ENV: str(monitor.options.run_root)}
         self._saved_env = {key: os.environ.get(key) for key in values}
         os.environ.update(values)
-        self._count_spawns()
-
-    def _count_spawns(self) -> None:
-        """Count ``spawn`` children (fresh interpreters: recorded only if they import trainmeter)."""
-        try:
+        try:  # count spawn children (fresh interpreters: recorded only if they import trainmeter)
             from multiprocessing import popen_spawn_posix
         except ImportError:  # not POSIX
             return
-        if not host_patches.allow("spawn-count", self._monitor.warn_once):
+        if not host_patches.allow("spawn-count", monitor.warn_once):
             return
+        pid = os.getpid()
 
         def make(launch: Any) -> Any:
             @functools.wraps(launch)
             def _launch(popen: Any, process_obj: Any) -> Any:
-                if os.getpid() == self._pid:
+                if os.getpid() == pid:
                     self.spawned += 1
                 return launch(popen, process_obj)
 
             return _launch
 
-        self._pid = os.getpid()
         self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
     def _become_rank(self, monitor: RunContext) -> None:
@@ -133,13 +129,25 @@ class RanksExtension(ExtensionBase):
             os.environ.pop(key, None)
 
     def on_report(self, report: Report) -> dict[str, Any] | None:
-        """Rank: its identity and step timing of the window. Parent: nothing."""
+        """Rank: its identity, the window's step timing, compute's F and peak (the launch's MFU). Parent: nothing."""
         if self.role != "rank":
             return None
-        seat, compute = seating.current_seat(), self._compute_fields()
+        seat, m = seating.current_seat(), self._monitor
         timing = {"timing": self._timing.take_window()} if self._timing is not None else {}
-        return {"rank": seat.identity.rank if seat else None, "backend": self._backend_now(), **timing,
-                "device": self._device_now(), **({"compute": compute} if compute else {})}
+        fields = {"rank": seat.identity.rank if seat else None, "backend": self._backend_now(), **timing,
+                  "device": self._device_now()}
+        ext: ComputeView | None = m.extension("compute") if m is not None else None
+        if ext is not None:
+            from trainmeter.compute.flops import with_counted
+            from trainmeter.compute.mfu import peak_input
+
+            fpt = {conv: d.value for conv, d in with_counted(ext.flops_per_token, ext.counted).items()}
+            peak = peak_input(ext.peak) if ext.peak is not None else None
+            fields["compute"] = {"convention": m.options.convention, "flops_per_token": fpt,
+                                 "peak_flops_per_s": getattr(peak, "value", None),
+                                 "peak_text": getattr(peak, "source", ""),
+                                 "peak_provenance": getattr(peak, "provenance", None), "peak_missing": ext.peak_missing}
+        return fields
 
     def _device_now(self) -> dict[str, Any] | None:
         """This rank's GPU; looked up at each report until torch names it (then kept)."""
@@ -147,24 +155,8 @@ class RanksExtension(ExtensionBase):
             self._device = seating.rank_device() or self._device
         return self._device
 
-    def _compute_fields(self) -> dict[str, Any]:
-        """What the launch's MFU needs of this rank, from the compute extension: F by convention and its peak."""
-        m = self._monitor
-        ext: ComputeView | None = m.extension("compute") if m is not None else None
-        if ext is None:
-            return {}
-        from trainmeter.compute.flops import with_counted
-        from trainmeter.compute.mfu import peak_input
-
-        fpt = {conv: d.value for conv, d in with_counted(ext.flops_per_token, ext.counted).items()}
-        peak = peak_input(ext.peak) if ext.peak is not None else None
-        return {"convention": m.options.convention, "flops_per_token": fpt,
-                "peak_flops_per_s": getattr(peak, "value", None), "peak_text": getattr(peak, "source", ""),
-                "peak_provenance": getattr(peak, "provenance", None), "peak_missing": ext.peak_missing}
-
     def view(self) -> dict[str, Any] | None:
-        """A parent's merged launch section once its children ended (the widget's headline of a parent that trained
-        nothing), else ``None``. Any thread (a read)."""
+        """A parent's merged section once its children ended (headline of a parent that trained nothing); any thread."""
         return self._section if self.role == "parent" else None
 
     def passport_section(self) -> dict[str, Any] | None:

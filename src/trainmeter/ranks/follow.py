@@ -5,6 +5,7 @@ One thread at a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -85,11 +86,6 @@ class RunFollower:
         self._readers: dict[str, TailReader] = {}
         self.sources: dict[str, SourceState] = {}
 
-    @property
-    def bytes_read(self) -> int:
-        """Bytes read so far over every file."""
-        return sum(r.bytes_read for r in self._readers.values())
-
     def poll(self, on_record: Callable[[str, Record], None] | None = None) -> dict[str, SourceState]:
         """Read what was appended since the last poll, each record also to ``on_record(seat, record)``; return the
         state of every source (the run's own log, ``""``, and each seat's, found as they appear)."""
@@ -109,7 +105,6 @@ class RunFollower:
         return self.sources
 
     def ranks(self) -> list[SourceState]:
-        """The seats' states, by rank."""
         return sorted((s for k, s in self.sources.items() if k), key=rank_order)
 
 
@@ -119,7 +114,6 @@ def rank_order(seat: Any) -> tuple[bool, int, str]:
 
 
 def apply_record(state: SourceState, record: Record) -> None:
-    """Update ``state`` with one run-log record."""
     kind = record.get("kind")
     if kind == "interval":
         state.interval = record
@@ -140,14 +134,10 @@ def newest_live_run(root: Path, within_s: float = 120.0) -> Path | None:
         folders = [p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")]
     except OSError:
         return None
-    grown = [(mtime, folder) for folder in folders for log in (folder, *seats(folder))
-             if (mtime := _mtime(log / LOG_FILE)) is not None]
+    grown: list[tuple[float, Path]] = []  # (when its log, or a rank's, last grew; the run folder)
+    for folder in folders:
+        for log in (folder, *seats(folder)):
+            with contextlib.suppress(OSError):
+                grown.append(((log / LOG_FILE).stat().st_mtime, folder))
     best = max(grown, key=lambda pair: pair[0], default=None)
     return None if best is None or time.time() - best[0] > within_s else best[1]
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return None

@@ -93,17 +93,15 @@ class LazyRankRecorder(RunRecorder):
     def __init__(self) -> None:
         super().__init__()
         self.seated = False  # whether the run took its seat (wrote anything)
-        self._opened_at: str | None = None
 
     def open(self, run: Any, started_at: str) -> Path | None:
-        """Remember the start; make nothing yet (the run's ``run_dir`` stays ``None``)."""
-        self._opened_at = started_at
+        """Make nothing yet (the run's ``run_dir`` stays ``None``; its ``started_at`` is the run's)."""
         return None
 
     def _seated_now(self, run: Any) -> bool:
         if not self.seated and run.steps > 0:
             self.seated = True
-            run.set_run_dir(super().open(run, self._opened_at or run.started_at))
+            run.set_run_dir(super().open(run, run.started_at))
         return self.seated
 
     def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:

@@ -117,8 +117,7 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
     no_peak = [(r.label, r.peak_missing) for r, p in zip(ranks, peaks, strict=True) if p is None]
     if no_peak:
         label, why = no_peak[0]
-        names = ", ".join(label for label, _ in no_peak)
-        text = f"no dense peak for {names}" + (f" ({why})" if why else "")
+        text = f"no dense peak for {', '.join(label for label, _ in no_peak)}" + (f" ({why})" if why else "")
         return text + ("; declare it on every rank" if why and PEAK_FLAGS in why
                        else f"; pass {PEAK_FLAGS} to every rank to declare one")
     if long_s is None:

@@ -82,8 +82,8 @@ def read_seat(seat_dir: Path) -> RankSummary:
     base = {"seat": seat_dir.name, **{key: ident.get(key) for key in ("rank", "local_rank", "node", "world_size")}}
     label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
 
-    def figures(rec: dict[str, Any], steps_key: str, section: dict[str, Any]) -> dict[str, Any]:
-        memory = rec.get("memory") or {}
+    def figures(rec: dict[str, Any], steps_key: str) -> dict[str, Any]:
+        section, memory = rec.get("distributed") or {}, rec.get("memory") or {}
         cuda = memory.get("cuda") or {}
         peak = next((cuda[k] for k in ("max_allocated_bytes", "peak_allocated_bytes", "allocated_bytes")
                      if cuda.get(k) is not None), memory.get("rss_peak_bytes"))
@@ -94,7 +94,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
                 "seconds_per_step": (rec.get("throughput") or {}).get("seconds_per_step"),
                 "peak_memory_bytes": int(peak) if peak is not None else None,
                 "data_wait_s": (rec.get("phases_s") or {}).get("data_wait"),
-                "timing": dict(section.get("timing") or {})}
+                "timing": dict(section.get("timing") or {}), "compute": rank_compute(label, rec)}
 
     p = load_passport(seat_dir / "passport.json")  # missing or damaged: summarised from its log
     if p:
@@ -102,23 +102,19 @@ def read_seat(seat_dir: Path) -> RankSummary:
         mfu, key = compute.get("mfu") or {}, compute.get("convention") or "hf"  # its own, under its convention
         missing = compute.get("mfu_missing") or (f"no MFU under {key}" if mfu else "no MFU recorded")
         gpu, tokens_info = p.get("gpu"), (p.get("series_info") or {}).get("tokens_per_step")
-        return RankSummary(**figures(p, "steps", p.get("distributed") or {}),
-                           mfu=None if mfu.get(key) is None else float(mfu[key]),
+        return RankSummary(**figures(p, "steps"), mfu=None if mfu.get(key) is None else float(mfu[key]),
                            mfu_missing=missing if mfu.get(key) is None else None,
-                           compute=rank_compute(label, p),
                            node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
                            status=str(p.get("status") or "unfinished"),
                            error="; ".join(str(e) for e in (p.get("damaged"), p.get("error")) if e) or None,
                            first_step_counted=not isinstance(tokens_info, dict)
                            or FIRST_STEP_MISSED not in str(tokens_info.get("note") or ""))
     last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
-    interval = last.get("interval") or {}
     end = last.get("end") or {}
     status = str(end.get("status") or "unfinished")
     if status == "unfinished" and ident.get("node") == this_node() and not process_alive(ident.get("pid")):
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
-    return RankSummary(**figures(interval, "step", interval.get("distributed") or {}),
-                       compute=rank_compute(label, interval), status=status, error=end.get("error"))
+    return RankSummary(**figures(last.get("interval") or {}, "step"), status=status, error=end.get("error"))
 
 
 def process_alive(pid: Any) -> bool:
@@ -134,7 +130,6 @@ def process_alive(pid: Any) -> bool:
 
 
 def read_launch(launch_dir: Path) -> list[RankSummary]:
-    """Every seat's summary, ordered by rank."""
     return sorted((read_seat(p) for p in seats(launch_dir)), key=rank_order)
 
 
@@ -201,20 +196,17 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
             **mfu, "gpu_ladder": ladder, "notes": notes, "derivations": [d.to_dict() for d in derivations]}
 
 
-def launch_status(ranks: list[RankSummary], world_size: int) -> str:
-    """``completed`` when every rank of the world completed; else the first bad status, or ``running``."""
-    statuses = [r.status for r in ranks]
-    bad = next((s for s in ("failed", "died", "interrupted", "terminated", "damaged") if s in statuses), None)
-    done = len(ranks) >= world_size and all(s == "completed" for s in statuses)
-    return bad or ("completed" if done else "unfinished")
-
-
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
-    """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport."""
+    """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport. Its status: the
+    first bad status of a rank, else ``completed`` when every rank of the world completed, else ``unfinished``."""
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
     passports = [load_passport(launch_dir / r.seat / "passport.json") for r in ranks]
-    passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
+    statuses = [r.status for r in ranks]
+    done = len(ranks) >= section["world_size"] and all(s == "completed" for s in statuses)
+    status = next((s for s in ("failed", "died", "interrupted", "terminated", "damaged") if s in statuses),
+                  "completed" if done else "unfinished")
+    passport = {"schema_version": 1, "name": name, "status": status, "error": None,
                 "started_at": min((p["started_at"] for p in passports if p.get("started_at")), default=None),
                 "ended_at": max((p["ended_at"] for p in passports if p.get("ended_at")), default=None),
                 "steps": section["global_steps"], "tokens": section["global_tokens"],
@@ -282,7 +274,6 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
     rows = []
     for r in ranks:
         interval = r.interval or {}
-        fields = interval.get("distributed") or {}
         status = r.status
         if status == "running" and r.node == this_node() and not process_alive(r.pid):
             status = f"died at step {r.steps}"
@@ -290,7 +281,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
             status = f"silent for {now - r.updated_s:.0f} s"
         sps = (interval.get("throughput") or {}).get("seconds_per_step")
         note = f"{status}; {format_seconds(sps)}/step" if sps else status  # as the step tile
-        device = fields.get("device") or {}
+        device = (interval.get("distributed") or {}).get("device") or {}
         if device.get("uuid"):
             note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
         rows.append({"label": r.label, "value": r.steps, "unit": "steps", "provenance": "counted", "note": note})

@@ -230,11 +230,8 @@ def _publish_claim(path: Path, folder: str) -> bool:
 
 
 def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> Path:
-    """The shared run folder of this rank's launch (made by whichever rank arrives first).
-
-    Raises:
-        ValueError: When ``identity`` has no launch key (not a launch).
-    """
+    """The shared run folder of this rank's launch (made by whichever rank arrives first). Raises ValueError when
+    ``identity`` has no launch key (not a launch)."""
     if identity.launch_key is None:
         raise ValueError("not a launch: no rank environment (RANK/WORLD_SIZE, SLURM_PROCID) was found")
     root.mkdir(parents=True, exist_ok=True)

@@ -176,13 +176,12 @@ class StepTiming:
             self.best_window_outside_s = min(x for x in (outside, self.best_window_outside_s) if x is not None)
         self._window_from = (self.steps, self.step_s_sum, self.outside_s_sum)
         self.last_window = window
-        return self.summary(window)
+        return self.summary()
 
-    def summary(self, window: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run means, best window means, and ``window`` (the last one when omitted)."""
+    def summary(self) -> dict[str, Any]:
+        """Run means, best window means, and the last window."""
         n = self.steps
         return {"timed_steps": n, "step_s": self.step_s_sum / n if n else None,
                 "outside_backward_s": self.outside_s_sum / n if n else None,
                 "best_window_step_s": self.best_window_step_s,
-                "best_window_outside_backward_s": self.best_window_outside_s,
-                "window": dict(self.last_window if window is None else window)}
+                "best_window_outside_backward_s": self.best_window_outside_s, "window": dict(self.last_window)}

@@ -69,8 +69,7 @@ class RunWatch:
         if not self.passport:  # missing, or damaged: followed from the log
             self.passport = load_passport(self.run_dir / "passport.json")
         events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
-        facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir), x_map=self._feed.x_map)
-        state = build_state(facts)
+        state = build_state(facts_from_run(self.passport, events, run_dir=str(self.run_dir), x_map=self._feed.x_map))
         if not self.passport:
             state["status"] = "running"
             state["warnings"] = [w for w in state.get("warnings", []) if "has no passport" not in w]

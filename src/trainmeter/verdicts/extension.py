@@ -44,8 +44,7 @@ class Verdicts(ExtensionBase):
         """Nothing to release (the final report feeds the last numbers)."""
 
     def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint | None = None) -> None:
-        """Feed loss points (a report's, or a drain's between reports), then the report's numbers (the report
-        worker's thread)."""
+        """Feed loss points (a report's, or a drain's between reports), then the report's numbers (worker thread)."""
         for name, steps, values in points:
             self.engine.add_losses(steps, values, name)
         if report is not None:
@@ -62,15 +61,13 @@ class Verdicts(ExtensionBase):
         latest = sampler.latest() if sampler is not None else {}
         mem, source = None, "allocator"
         if report.memory is not None:
-            cuda = report.memory.cuda or {}
-            mem = cuda.get("allocated_bytes")
+            mem = (report.memory.cuda or {}).get("allocated_bytes")
             if mem is None:
                 mem, source = report.memory.rss_bytes, "RSS"
         interval = report.interval
         point = ReportPoint(
             step=report.steps, elapsed_s=report.elapsed_s, tokens_per_s=interval.train_tokens_per_s if interval else None,
-            token_unit=report.token_unit, mem_bytes=mem, mem_source=source,
-            phases_s=dict(report.phases_s),
+            token_unit=report.token_unit, mem_bytes=mem, mem_source=source, phases_s=dict(report.phases_s),
             gpus={i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in latest.items()})
         m.worker.submit(self.name, lambda: self._feed(points, point))
         if report.final:

@@ -10,15 +10,13 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-MAX_MARKERS = 16
-"""Markers sent to the widget at most (each verdict kind fires once: 8 today)."""
+MAX_MARKERS = 16  # markers sent to the widget at most (each verdict kind fires once: 8 today)
 
 LABELS: dict[str, str] = {"loss_nonfinite": "loss NaN/inf", "loss_spike": "loss spike",
                           "throughput_drop": "throughput drop", "memory_creep": "memory creep",
                           "data_starved": "data-starved", "eval_heavy": "eval-heavy",
                           "checkpoint_heavy": "checkpoint-heavy", "gpu_util_misleading": "GPU-Util misleading"}
-CHARTS: dict[str, str] = {"loss_nonfinite": "loss", "loss_spike": "loss", "memory_creep": "memory"}
-DEFAULT_CHART = "throughput"
+CHARTS: dict[str, str] = {"loss_nonfinite": "loss", "loss_spike": "loss", "memory_creep": "memory"}  # else throughput
 
 
 def marker(verdict: dict[str, Any]) -> dict[str, Any] | None:
@@ -28,7 +26,7 @@ def marker(verdict: dict[str, Any]) -> dict[str, Any] | None:
         return None
     kind = str(verdict.get("kind") or "verdict")
     label = verdict.get("label") or LABELS.get(kind, kind.replace("_", " "))  # a marker's own label and chart
-    chart = verdict.get("chart") or CHARTS.get(kind, DEFAULT_CHART)  # win (an alert's: alerts/extension.py)
+    chart = verdict.get("chart") or CHARTS.get(kind, "throughput")  # win (an alert's: alerts/extension.py)
     return {"kind": kind, "step": int(step), "label": str(label), "sentence": str(verdict.get("sentence") or ""),
             "chart": str(chart)}
 

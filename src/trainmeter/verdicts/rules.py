@@ -34,8 +34,7 @@ UTIL_HIGH = 0.9
 SM_LOW = 0.5
 TENSOR_LOW = 0.05
 MAD_TO_SIGMA = 1.4826
-SIGMA_FLOOR = 1e-3
-"""The robust sigma is at least this fraction of the median (a flat loss has MAD 0)."""
+SIGMA_FLOOR = 1e-3  # the robust sigma is at least this fraction of the median (a flat loss has MAD 0)
 
 KINDS = ("loss_nonfinite", "loss_spike", "throughput_drop", "memory_creep", "data_starved", "eval_heavy",
          "checkpoint_heavy", "gpu_util_misleading")
@@ -139,7 +138,6 @@ class VerdictEngine:
         self._gpu: dict[int, _Streak] = {}
 
     def fired(self, kind: str) -> bool:
-        """Whether ``kind`` has fired."""
         return any(v.kind == kind for v in self.verdicts)
 
     def _fire(self, kind: str, step: int, sentence: str) -> None:
@@ -239,13 +237,10 @@ class VerdictEngine:
 
     def _data_wait(self, r: ReportPoint) -> None:
         prev = self._prev
-        if prev is None:
+        if prev is None or r.elapsed_s <= prev.elapsed_s:
             return
-        span = r.elapsed_s - prev.elapsed_s
         waited = r.phases_s.get("data_wait", 0.0) - prev.phases_s.get("data_wait", 0.0)
-        if span <= 0:
-            return
-        share = waited / span
+        share = waited / (r.elapsed_s - prev.elapsed_s)
         if self._starved.hit(share > DATA_WAIT_FRACTION, r.step, share):
             self._fire("data_starved", self._starved.first_step,
                        f"the model waits for data since step {self._starved.first_step}: "
