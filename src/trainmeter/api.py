@@ -17,7 +17,6 @@ from trainmeter.core.monitor import Monitor
 from trainmeter.core.phases import PHASE_NAME
 from trainmeter.options import make_options
 
-RESERVED_PHASES = ("train",)
 _NAMED = ("name", "budget_tokens", "budget_steps", "budget_flops", "run_dir", "interval_s", "widget")
 MONITOR_KEYWORDS: tuple[str, ...] = (*_NAMED, "model",
                                      *(k for k in inspect.signature(make_options).parameters if k not in _NAMED))
@@ -136,10 +135,9 @@ def alert(*rules: str) -> bool:
     parsed = parse_rules(list(rules))
     m = _monitor_module._ACTIVE
     wing = m.dispatch.find("alerts") if m is not None else None
-    if wing is None:
-        return False
-    wing.add(parsed)
-    return True
+    if wing is not None:
+        wing.add(parsed)
+    return wing is not None
 
 
 @contextmanager
@@ -147,7 +145,7 @@ def phase(name: str) -> Iterator[None]:
     """Credit the enclosed span to phase ``name`` (``eval``, ``checkpoint``, ``reporting``, ``profiling``,
     ``data_wait`` or a custom lowercase identifier; ``ValueError`` otherwise, or for ``train``) instead of training;
     nested spans count once, for the outermost."""
-    if not isinstance(name, str) or not PHASE_NAME.match(name) or name in RESERVED_PHASES:
+    if not isinstance(name, str) or not PHASE_NAME.match(name) or name == "train":
         raise ValueError(
             f"invalid phase name {name!r}: use eval, checkpoint, reporting, profiling, data_wait "
             "or a custom lowercase identifier (not 'train')"

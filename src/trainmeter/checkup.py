@@ -48,13 +48,6 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _import_torch() -> Any:
-    try:
-        return importlib.import_module("torch")
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def major_version(version: str) -> int | None:
     """The major version of a distribution's version text (``"7.1.0"`` -> 7), else ``None``."""
     head = version.split(".", 1)[0]
@@ -74,7 +67,7 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     colab = "google.colab" in modules
     from trainmeter.widget.restore_route import subshell_findings  # ipykernel 7 subshells, JupyterLab's setting
 
-    torch_checks, cuda_count = _torch_checks(_import_torch() if torch_module is _UNSET else torch_module)
+    torch_checks, cuda_count = _torch_checks(torch_module)
     psutil_version = version_of("psutil")
     psutil = (Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
               if psutil_version else Check(name="psutil", ok=False, fix="pip install psutil",
@@ -139,6 +132,11 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
 
 
 def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
+    if torch is _UNSET:
+        try:
+            torch = importlib.import_module("torch")
+        except Exception:  # noqa: BLE001
+            torch = None
     if torch is None:
         return [Check(name="torch", ok=False, detail="torch is not installed", fix="pip install torch")], None
     version = str(getattr(torch, "__version__", "?"))
@@ -172,7 +170,13 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
             result = GpuBackendResult(backend=None, reason=f"opening NVML failed: {exc}")
         backend, reason = result.backend, result.reason
     if backend is None:
-        return [_nvml_missing(reason or "no GPU backend", cuda_count)]
+        reason = reason or "no GPU backend"
+        detail = f"{reason}; GPU counters and the ladder are not available"
+        if not cuda_count and reason == REASON_LIBRARY_NOT_FOUND:  # no GPU here
+            return [Check(name="NVML", ok=None, detail=detail)]
+        fix = ("pip install nvidia-ml-py" if reason == REASON_PYNVML_MISSING
+               else "check the NVIDIA driver with nvidia-smi")
+        return [Check(name="NVML", ok=False, detail=detail, fix=fix)]
     try:
         return _device_checks(backend)
     except Exception as exc:  # noqa: BLE001
@@ -180,14 +184,6 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
     finally:
         if owned:
             safe(backend.close)
-
-
-def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
-    detail = f"{reason}; GPU counters and the ladder are not available"
-    if not cuda_count and reason == REASON_LIBRARY_NOT_FOUND:  # no GPU here
-        return Check(name="NVML", ok=None, detail=detail)
-    fix = ("pip install nvidia-ml-py" if reason == REASON_PYNVML_MISSING else "check the NVIDIA driver with nvidia-smi")
-    return Check(name="NVML", ok=False, detail=detail, fix=fix)
 
 
 def _device_checks(backend: GpuBackend) -> list[Check]:

@@ -33,13 +33,6 @@ VERB_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
-def help_text() -> str:
-    """``%trainmeter help``: every flag (from :data:`~trainmeter.options.FLAGS`) and every verb."""
-    width = max(len(usage) for usage, _ in VERB_HELP)
-    verbs = [f"  {usage.ljust(width)}  {what}" for usage, what in VERB_HELP]
-    return flags_help() + "\n\nVerbs (line magic):\n" + "\n".join(verbs)
-
-
 def parse_flags(line: str) -> MonitorOptions:
     """Parse and validate a ``%%trainmeter`` flag line (``UsageError`` naming the bad flag or value, and what is valid)."""
     try:
@@ -76,8 +69,7 @@ class TrainmeterMagics(Magics):
         __tracebackhide__ = True  # noqa: F841 (IPython hides this frame in tracebacks)
         if cell is None:
             return self._verb(line)
-        options = parse_flags(line)
-        return run_cell(self.shell, cell, options)
+        return run_cell(self.shell, cell, parse_flags(line))
 
     def _show(self, text: str, html: Any) -> None:
         """Print ``text``; in a notebook, display ``html`` (an object with an HTML form and ``text`` as text/plain)."""
@@ -102,11 +94,14 @@ class TrainmeterMagics(Magics):
             return None
         if verb == "help" and len(words) > 1:
             raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
-        text = help_text()
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
 
             text = format_doctor(doctor())
+        else:  # every flag (from trainmeter.options.FLAGS) and every verb
+            width = max(len(usage) for usage, _ in VERB_HELP)
+            verbs = [f"  {usage.ljust(width)}  {what}" for usage, what in VERB_HELP]
+            text = flags_help() + "\n\nVerbs (line magic):\n" + "\n".join(verbs)
         self._show(text, TextBlock(text, verb))
         return None
 
@@ -144,9 +139,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
 
     code = shell.transform_cell(cell)
     tree = shell.compile.ast_parse(code)
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+    last = ast.Expression(tree.body.pop().value) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     filename = shell.compile.cache(code, _cell_number(shell))
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None

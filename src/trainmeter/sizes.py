@@ -74,15 +74,10 @@ def _mantissa(v: float) -> str:
 def _scaled(value: float, base: float, units: tuple[str, ...], mantissa: Callable[[float], str] = _mantissa
             ) -> tuple[str, str]:
     v, i = value, 0
-    while i < len(units) - 1 and abs(v) >= base:
+    while i < len(units) - 1 and abs(float(mantissa(v))) >= base:  # 999.96k rounds to "1000": one unit up
         v /= base
         i += 1
-    text = mantissa(v)
-    if abs(float(text)) >= base and i < len(units) - 1:  # 999.96k rounds to "1000": one unit up
-        v /= base
-        i += 1
-        text = mantissa(v)
-    return text, units[i]
+    return mantissa(v), units[i]
 
 
 def _distinct(values: list[float], div: float, suffix: str, decimals: range) -> list[str]:

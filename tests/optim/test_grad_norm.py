@@ -41,8 +41,7 @@ def test_reasons_when_there_is_no_norm():
 def test_a_norm_that_is_not_a_plain_tensor_or_float_is_not_read():
     tap = ClipTap()
     tap._tensor_type = torch.Tensor
-    tap.norm_calls = 1
-    tap._keep(object())
+    tap._note_norm(object())
     assert tap.pending is None and tap.missing_reason() == REASON_NOT_PLAIN
 
 
@@ -68,14 +67,12 @@ class DTensor:
 def test_a_replicated_dtensor_norm_is_read_through_its_local_tensor_and_a_partial_one_is_not():
     tap = ClipTap()
     tap._tensor_type = torch.Tensor
-    tap.norm_calls = 1
     replicated = DTensor((Replicate(),))
-    tap._keep(replicated)
+    tap._note_norm(replicated)
     assert tap.pending is replicated.local and tap.missing_reason() is None
     tap = ClipTap()
     tap._tensor_type = torch.Tensor
-    tap.norm_calls = 1
-    tap._keep(DTensor((Partial(),)))
+    tap._note_norm(DTensor((Partial(),)))
     assert tap.pending is None and tap.missing_reason() == REASON_NOT_PLAIN and "collective" in REASON_NOT_PLAIN
 
 

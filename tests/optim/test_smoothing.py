@@ -40,7 +40,7 @@ def test_a_non_finite_point_is_a_gap_and_leaves_the_average_as_it_was():
     ema = LossEma()
     twin = ema.twin("train_loss", [1, 2, 3, 4], [1.0, math.nan, 3.0, math.inf])[1]
     assert twin[0] == 1.0 and math.isnan(twin[1]) and twin[2] == 3.0 and math.isnan(twin[3])
-    assert (ema.value, ema.to_dict()["step"], ema.count) == (3.0, 3, 2)
+    assert (ema.to_dict()["value"], ema.to_dict()["step"], ema.count) == (3.0, 3, 2)
 
 
 def test_the_fold_in_pieces_is_the_fold_of_the_whole_and_other_series_have_no_twin():
@@ -50,7 +50,7 @@ def test_the_fold_in_pieces_is_the_fold_of_the_whole_and_other_series_have_no_tw
     got = [v for a, b in ((0, 7), (7, 150), (150, 300)) for v in pieces.twin("train_loss", range(a, b), values[a:b])[1]]
     assert got == expected and pieces.to_dict() == whole.to_dict() == {"value": expected[-1], "step": 299,
                                                                         "window_steps": 15}
-    assert LossEma().twin("val_loss", [1], [1.0]) is None and LossEma().value is None
+    assert LossEma().twin("val_loss", [1], [1.0]) is None and LossEma().to_dict()["value"] is None
 
 
 def test_the_text_line_the_passport_and_the_chart_twin_show_one_smoothed_loss_at_one_step(run_root, capsys):

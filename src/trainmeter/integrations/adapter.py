@@ -57,12 +57,15 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
 class Adapter:
     """One framework's part of the wing (one per run): its ``control`` (the :class:`FrameworkControl` settings;
     ``None``: none), the ``sites`` it wraps, ``steps_at`` the attribute of the framework's own step count,
-    ``joins_iterables``: whether a callbacks argument of the framework's own list type gets a list with ours."""
+    ``callback_class`` the maker of the callback class whose ``cls(adapter)`` joins a fit's callbacks argument
+    (``None``: none), ``joins_iterables``: whether a callbacks argument of the framework's own list type gets a list
+    with ours."""
 
     framework = ""
     control: dict[str, Any] | None = None
     sites: tuple[Site, ...] = ()
     steps_at = ""
+    callback_class: Any = None
     joins_iterables = True
 
     def __init__(self, wing: Any) -> None:
@@ -110,13 +113,9 @@ class Adapter:
     def after_wrap(self, site: Site, owner: Any) -> None:
         """Called once ``site`` is wrapped on ``owner``."""
 
-    def callback(self) -> Any:
-        """The callback that joins a fit's callbacks argument (``None``: none)."""
-        return None
-
     def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         """A fit of ``target`` begins: the arguments to call it with and what :meth:`end` gets (its callback)."""
-        extra = self.callback()
+        extra = self.callback_class()(self) if self.callback_class is not None else None
         if extra is not None and site.callbacks_at >= 0:
             args, kwargs = self.with_callback(site, args, kwargs, extra)
         return args, kwargs, extra

@@ -111,7 +111,6 @@ class Integrations(ExtensionBase):
         self._framework: str | None = None
         self._resumed: FrameworkResume | None = None
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """Wrap the libraries already imported and watch for the others (one hook for every adapter)."""
         self.monitor = self.taps.monitor = monitor
@@ -144,7 +143,6 @@ class Integrations(ExtensionBase):
         """The control of the framework in its fit now, and the last fit's framework (any thread)."""
         return FrameworksView(control=self._control, framework=self._framework, resumed=self._resumed)
 
-    # -- wrapping ------------------------------------------------------------------
     def _patch_module(self, entries: list[tuple[Adapter, Site]], module: ModuleType) -> None:
         if not self.gate.active:
             return
@@ -201,7 +199,6 @@ class Integrations(ExtensionBase):
                           f"{framework} counted {steps} optimizer steps, trainmeter {monitor.steps}: the step "
                           "series and rates follow trainmeter's count (passport frameworks.framework_steps)")
 
-    # -- the adapters' calls -------------------------------------------------------
     def framework_step(self, framework: str, model: Any, samples: int | None = None) -> None:
         """One optimizer step the framework made, invisible to torch's hooks (training thread)."""
         if self.gate.here():  # open: the run started
@@ -256,7 +253,6 @@ class Integrations(ExtensionBase):
         except Exception as exc:
             self.warn(framework, f"{framework} {what}: {exc!r}")
 
-    # -- sinks ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any] | None:
         """The one warning for backward calls with no step trainmeter knows (at the first report that sees it)."""
         monitor = self.monitor

@@ -265,9 +265,7 @@ class FastaiAdapter(Adapter):
              Site(module="fastai.learner", owner="Learner", attr="_do_epoch_validate", fit=False,
                   phase="eval"))
     steps_at = "train_iter"
-
-    def callback(self) -> Any:
-        return _fastai_callback()(self)
+    callback_class = staticmethod(_fastai_callback)
 
 
 ROLLOUT_PHASE = "rollout"
@@ -321,14 +319,11 @@ class Sb3Adapter(Adapter):
                     attr="collect_rollouts") for kind in ("on", "off")),
              Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy"),
              Site(module="stable_baselines3.common.policies", owner="ActorCriticPolicy", attr="evaluate_actions"))
+    callback_class = staticmethod(_sb3_callback)
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
         self._phase: contextlib.ExitStack | None = None
-
-    def callback(self) -> Any:
-        """An SB3 ``BaseCallback``: the policy named at the training start, ``_on_step`` stops."""
-        return _sb3_callback()(self)
 
     def enter(self, phase: str) -> None:
         """Open ``phase`` (``tm.phase``) until :meth:`leave`."""

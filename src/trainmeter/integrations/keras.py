@@ -49,7 +49,8 @@ def _callback_class() -> type:
     import keras
 
     class TrainmeterKerasCallback(keras.callbacks.Callback):
-        """trainmeter's step source in ``Model.fit`` (removed with the fit)."""
+        """trainmeter's step source in ``Model.fit`` (removed with the fit): each training batch's end is a step of its
+        model (unless its optimizer's updates were counted), each epoch's ``logs`` series."""
 
         def __init__(self, adapter: KerasAdapter) -> None:
             super().__init__()
@@ -77,6 +78,7 @@ class KerasAdapter(Adapter):
     control = {"stop_flag": "stop_training", "saver": "save", "suffix": ".keras"}  # read after each batch
     joins_iterables = False
     steps_at = "optimizer.iterations"
+    callback_class = staticmethod(_callback_class)
     sites = (
         Site(module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="fit", callbacks_at=5,
              callbacks_name="callbacks"),
@@ -92,11 +94,6 @@ class KerasAdapter(Adapter):
         self.held: Any = None  # (model, rows of a train_on_batch batch) while a Keras fit or batch runs
         self._applied = 0  # updates of that model's optimizer counted since its last batch end
         self._initial_epoch: Any = 0  # the fit's initial_epoch
-
-    def callback(self) -> Any:
-        """A ``keras.callbacks.Callback``: each training batch's end is a step of its model (unless its optimizer's
-        updates were counted), each epoch's ``logs`` series."""
-        return _callback_class()(self)
 
     def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         self.held, self._applied = (target, None), 0

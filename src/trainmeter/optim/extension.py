@@ -81,8 +81,7 @@ def read_lrs(param_groups: Sequence[Any], key: str = "lr", name: str = LR_SERIES
 
 
 class OptimExtension(ExtensionBase):
-    """Learning rate, gradient norm and smoothed loss of one run (extension ``"optim"``); ``environ`` is read for
-    ``RANK`` (tests pass their own)."""
+    """Learning rate, gradient norm and smoothed loss of one run (extension ``"optim"``; ``environ``: for ``RANK``)."""
 
     name = "optim"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
@@ -110,10 +109,8 @@ class OptimExtension(ExtensionBase):
         self.lr_missing: str | None = None  # why the primary's rate is not read (a stand-in holding none)
         self.reason: str | None = None
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
-        """Fold the loss into the smoothed loss; install the clip wrappers; read ``RANK`` (the core calls
-        :meth:`on_step`)."""
+        """Subscribe the smoothed loss's fold, install the clip wrappers, read ``RANK`` (the core calls on_step)."""
         self._m = monitor
         self._hot = monitor.steps_state
         # the one fold: the views' twin deriver, caught up by the publisher, drains, reports and, between reports,
@@ -137,13 +134,11 @@ class OptimExtension(ExtensionBase):
             monitor.warn_once("optim-clip", f"gradient norm capture disabled: {exc!r}")
 
     def stop(self) -> None:
-        """Remove the wrappers and the other optimizers' callback (the core calls no :meth:`on_step` after it).
-        Idempotent."""
+        """Remove the wrappers and the other optimizers' callback (no :meth:`on_step` comes after it). Idempotent."""
         self.clip.remove()
         if self._optimizers is not None:
             self._optimizers.on_other_step = None
 
-    # -- per step ------------------------------------------------------------------
     def on_step(self) -> None:  # type: ignore[override]
         """The primary optimizer's step was counted (in its step post-hooks, before the scheduler's ``step()``): record
         its rate and norm, time the read and set the next sampled step from it."""
@@ -251,7 +246,6 @@ class OptimExtension(ExtensionBase):
         self.ema = LossEma()
         monitor.series_views.subscribe(self.name, (LOSS_SERIES,), twins=self.ema.twin)
 
-    # -- reports ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["optim"]``: folds the new ``train_loss`` points, sets the stride from the window's rate."""
         m = self._m
@@ -261,8 +255,7 @@ class OptimExtension(ExtensionBase):
         m.worker.wake()  # from the first report on, the worker folds ahead
         interval = report.interval
         if interval is not None and interval.steps and interval.train_s > 0:
-            rate = interval.steps / interval.train_s
-            self._rate_stride = max(1, math.ceil(rate / self._max_points_per_s))
+            self._rate_stride = max(1, math.ceil(interval.steps / interval.train_s / self._max_points_per_s))
             if self._rate_stride > self.stride and not self._off:  # a smaller one is taken at the next read
                 self.stride = self._rate_stride
                 if not m.worker.on_worker_thread():  # the worker leaves the hook to the next read (section 20)
@@ -304,13 +297,10 @@ class OptimExtension(ExtensionBase):
                           "source": grad_source, "clip_norm_calls": self.clip.norm_calls,
                           "clip_value_calls": self.clip.value_calls, "missing": self.grad_norm_missing(),
                           "patched": list(self.clip.wrapped)},
-            "sample_every_steps": self.stride,
-            "max_points_per_s": self._max_points_per_s,
-            "loss_ema": {**self.ema.to_dict(), "points": self.ema.count, "rule": RULE},
-            "rank": self.rank,
+            "sample_every_steps": self.stride, "max_points_per_s": self._max_points_per_s,
+            "loss_ema": {**self.ema.to_dict(), "points": self.ema.count, "rule": RULE}, "rank": self.rank,
         }
 
-    # -- widget ------------------------------------------------------------------------
     def charts(self) -> list[dict[str, Any]]:
         """Learning rate (log axis while every value is positive) and gradient norm, against the step."""
         m = self._m

@@ -62,10 +62,10 @@ class ClipTap:
                 continue
             if self._patches.wrap(owner, "clip_grad_norm_", self._wrap_norm):
                 wrapped.append(f"{label}.clip_grad_norm_")
-            if self._patches.wrap(owner, "clip_grad_value_", self._wrap_value):
+            if self._patches.wrap(owner, "clip_grad_value_", functools.partial(self._wrap_after, by_value=True)):
                 wrapped.append(f"{label}.clip_grad_value_")
         # the public alias only: torch's own clip_grad_norm_ calls the private _clip_grads_with_norm_
-        if self._patches.wrap(torch.nn.utils, "clip_grads_with_norm_", self._wrap_with_norm):
+        if self._patches.wrap(torch.nn.utils, "clip_grads_with_norm_", self._wrap_after):
             wrapped.append("torch.nn.utils.clip_grads_with_norm_")
         fsdp = sys.modules.get("torch.distributed.fsdp")
         fsdp_class = getattr(fsdp, "FullyShardedDataParallel", None)
@@ -97,24 +97,17 @@ class ClipTap:
         norm, self.pending = self.pending, None
         return norm if norm is not None and self.pending_step == steps - 1 else None
 
-    def _keep(self, result: Any) -> None:
-        if type(result) is not self._tensor_type and type(result) is not float:
-            result = _replicated_local(result)
-        if result is not None and (type(result) is self._tensor_type or type(result) is float):
-            self.pending = result
-            counter = self.counter
-            self.pending_step = counter.steps if counter is not None else -1
-        else:
-            self.skipped += 1
-
     def _note_norm(self, norm: Any) -> None:
-        """A clip-by-norm call returned on the training thread: count it and keep ``norm`` (outermost call only)."""
+        """The outermost clip-by-norm call returned: count it, keep ``norm`` if plain (a replicated DTensor's local)."""
         with contextlib.suppress(Exception):
             self.norm_calls += 1
-            self._keep(norm)
-
-    def _note_value(self) -> None:
-        self.value_calls += 1
+            plain = (self._tensor_type, float)
+            norm = norm if type(norm) in plain else _replicated_local(norm)
+            if type(norm) in plain:
+                self.pending = norm
+                self.pending_step = self.counter.steps if self.counter is not None else -1
+            else:
+                self.skipped += 1
 
     def _wrap_norm(self, original: Any) -> Any:
         """A clipping call that returns the total norm (torch's, FSDP's, accelerate's)."""
@@ -136,23 +129,18 @@ class ClipTap:
 
         return clip_grad_norm_
 
-    def _wrap_with_norm(self, original: Any) -> Any:
-        """``clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None)``: the norm is its argument."""
-        return self._after(original, lambda args, kwargs: self._note_norm(
-            args[2] if len(args) > 2 else kwargs.get("total_norm")), outermost=True)
-
-    def _wrap_value(self, original: Any) -> Any:
-        return self._after(original, lambda _args, _kwargs: self._note_value(), outermost=False)
-
-    def _after(self, original: Any, note: Any, *, outermost: bool) -> Any:
-        """``original``, then ``note(args, kwargs)`` on the training thread (``outermost``: outside a clip-by-norm)."""
+    def _wrap_after(self, original: Any, by_value: bool = False) -> Any:
+        """``original``, then on the training thread: ``clip_grads_with_norm_(parameters, max_norm, total_norm,
+        foreach=None)`` outside a clip-by-norm keeps the norm it was handed; ``by_value`` counts a clip by value."""
         gate = self._gate
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            if gate.here() and not (outermost and gate.depth):
-                note(args, kwargs)
+            if gate.here() and by_value:
+                self.value_calls += 1
+            elif gate.here() and not gate.depth:
+                self._note_norm(args[2] if len(args) > 2 else kwargs.get("total_norm"))
             return result
 
         return wrapper

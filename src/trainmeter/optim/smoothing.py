@@ -45,7 +45,7 @@ class LossEma:
     """The fold of :data:`LOSS_SERIES`'s points in step order by the rule above.
 
     Thread safety: one writer (:meth:`twin`, under the views' lock); the state is one tuple replaced whole, so
-    :attr:`value`, :attr:`count` and :meth:`to_dict` read from any thread agree with one another.
+    :attr:`count` and :meth:`to_dict` read from any thread agree with one another.
     """
 
     def __init__(self) -> None:
@@ -70,12 +70,6 @@ class LossEma:
             out.append(avg)
         self._state = (avg, n, first, last)
         return twin, out
-
-    @property
-    def value(self) -> float | None:
-        """The smoothed loss at the newest point folded, or ``None`` before the first finite point."""
-        avg, n, _, _ = self._state
-        return avg if n else None
 
     @property
     def count(self) -> int:

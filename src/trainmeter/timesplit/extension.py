@@ -60,7 +60,6 @@ class TimeSplit(ExtensionBase):
         self._window: tuple[int, dict[str, float], float] = (0, {}, 0.0)  # the last report's batches, phases, time
         self._last_panel: list[dict[str, Any]] = []
 
-    # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """Install the wrappers (torch must be importable; else nothing is done)."""
         self.monitor = monitor
@@ -106,7 +105,6 @@ class TimeSplit(ExtensionBase):
         except Exception as exc:
             self.monitor.warn_once(f"time-{attr}", f"{label} not timed: {exc!r}")
 
-    # -- wrappers ------------------------------------------------------------------
     def _make_next(self, original: Any) -> Any:
         split = self
 
@@ -184,18 +182,14 @@ class TimeSplit(ExtensionBase):
     def _on_train(self, module: Any, mode: bool) -> None:
         try:
             if not mode and not self.inference_open and self.open_phase is None:  # no span says what this is
-                if self._is_root(module):
-                    self._open_inference()
+                if self._is_root(module) and self.enter_span(INFERENCE):
+                    self.inference_open = True
+                    self.inference_spans += 1
+                    self.monitor.watch_training(self)
             elif mode and self.inference_open and self._is_root(module):
                 self._close_inference()
         except Exception as exc:
             self.monitor.warn_once("time-inference", f"inference spans disabled: {exc!r}")
-
-    def _open_inference(self) -> None:
-        if self.enter_span(INFERENCE):
-            self.inference_open = True
-            self.inference_spans += 1
-            self.monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
         """Each outermost span's edges (an eval span counted); training activity ends the inference span, and so
@@ -256,7 +250,6 @@ class TimeSplit(ExtensionBase):
         except Exception as exc:
             self.monitor.warn_once("time-exit", f"phase timing fault: {exc!r}")
 
-    # -- figures -------------------------------------------------------------------
     def data_wait_share(self, totals_s: dict[str, float]) -> float | None:
         """``data_wait_s / (train_s + data_wait_s)``: the share of step time spent waiting for data."""
         wait_s = totals_s.get("data_wait", 0.0)
@@ -293,20 +286,11 @@ class TimeSplit(ExtensionBase):
                         source="phase clock: train"))
         derivation = Derivation(name="data_wait_share", formula="data_wait_s / (train_s + data_wait_s)",
                                 value=share, unit="1", inputs=inputs)
-        return {
-            "data_wait_s": totals.get("data_wait", 0.0),
-            "data_wait_share": share,
-            "batches": self.batches,
-            "loader_wait_s": self.loader_wait_s,
-            "mean_wait_s": ratio(self.loader_wait_s, self.batches),
-            "max_wait_s": self.max_wait_s,
-            "eval_spans": self.eval_spans,
-            "inference_spans": self.inference_spans,
-            "checkpoint_saves": self.checkpoints.saves,
-            "checkpoints": list(self.checkpoints.records),
-            "patched": sorted(set(self.patched)),
-            "derivations": [derivation.to_dict()],
-        }
+        return {"data_wait_s": totals.get("data_wait", 0.0), "data_wait_share": share, "batches": self.batches,
+                "loader_wait_s": self.loader_wait_s, "mean_wait_s": ratio(self.loader_wait_s, self.batches),
+                "max_wait_s": self.max_wait_s, "eval_spans": self.eval_spans, "inference_spans": self.inference_spans,
+                "checkpoint_saves": self.checkpoints.saves, "checkpoints": list(self.checkpoints.records),
+                "patched": sorted(set(self.patched)), "derivations": [derivation.to_dict()]}
 
     def panels(self) -> list[dict[str, Any]]:
         """The "Where the time goes" panel: each phase's share of session time (publisher thread)."""
@@ -319,8 +303,7 @@ class TimeSplit(ExtensionBase):
         except Exception:  # a phase added while we read: show the last panel
             return self._last_panel
         rows = [{"label": LABELS.get(phase, phase), "value": ratio(seconds, session_s), "unit": "fraction",
-                 "provenance": "measured",
-                 "note": format_seconds(seconds)}  # as passport.md's "Time:" line
+                 "provenance": "measured", "note": format_seconds(seconds)}  # as passport.md's "Time:" line
                 for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
         share, mean_s = self.data_wait_share(totals), ratio(self.loader_wait_s, self.batches)
         mean = "-" if mean_s is None else f"{mean_s * 1000:.1f} ms"

@@ -29,10 +29,6 @@ def _arg(index: int, name: str) -> Where:
     return lambda args, kwargs, result: args[index] if len(args) > index else kwargs.get(name)
 
 
-def _result(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
-    return result
-
-
 def _hf_checkpoint(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
     trainer = args[0]
     return os.path.join(str(trainer.args.output_dir), f"checkpoint-{trainer.state.global_step}")
@@ -99,7 +95,7 @@ SITES: tuple[SaverSite, ...] = (  # module, owner ("": a function), attr, source
                 _arg(1, "filepath")) for package in ("lightning.pytorch", "pytorch_lightning")),
     SaverSite("keras.src.models.model", "Model", "save", "keras Model.save", _arg(1, "filepath")),
     SaverSite("keras.src.models.model", "Model", "save_weights", "keras Model.save_weights", _arg(1, "filepath")),
-    SaverSite("fastai.learner", "Learner", "save", "fastai Learner.save", _result),
+    SaverSite("fastai.learner", "Learner", "save", "fastai Learner.save", lambda args, kwargs, result: result),
     SaverSite("lightning.fabric.fabric", "Fabric", "save", "lightning Fabric.save", _arg(1, "path")),
     SaverSite("skorch.net", "NeuralNet", "save_params", "skorch save_params", _inner),
     SaverSite("skorch.callbacks.training", "Checkpoint", "save_model", "skorch Checkpoint", _inner),
