@@ -160,15 +160,15 @@ def test_a_child_forked_while_the_parents_counted_pass_runs_on_the_worker_counts
     from trainmeter.compute import counted_pass
 
     parent, began, gate = os.getpid(), threading.Event(), threading.Event()
-    real_pass = counted_pass.PreparedCount._pass
+    real_pass = counted_pass._counted_pass
 
-    def held_pass(self: Any) -> Any:
-        if os.getpid() == parent:
+    def held_pass(*args: Any, on_training_thread: bool) -> Any:  # inside PreparedCount.run's lock
+        if os.getpid() == parent and not on_training_thread:
             began.set()
             gate.wait(CHILD_DEADLINE_S)
-        return real_pass(self)
+        return real_pass(*args, on_training_thread=on_training_thread)
 
-    monkeypatch.setattr(counted_pass.PreparedCount, "_pass", held_pass)
+    monkeypatch.setattr(counted_pass, "_counted_pass", held_pass)
     monkeypatch.setattr(counted_pass, "_compiled_anything", lambda: False)  # an earlier test's compile: no matter
     with tm.monitor(name="parent", run_dir=run_root, interval_s=0.1) as m:
         until = time.monotonic() + CHILD_DEADLINE_S
