@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ class Resumed:
 
 
 def _plus(*values: Any) -> Any:
-    return None if any(v is None for v in values) else functools.reduce(operator.add, values)
+    return None if any(v is None for v in values) else sum(values)
 
 
 class Lineage(ExtensionBase):

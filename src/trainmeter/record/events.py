@@ -69,21 +69,16 @@ def _needles(kinds: Collection[str] | None) -> tuple[bytes, ...]:
     return tuple(f'"{k}"'.encode() for k in kinds) if kinds is not None else ()
 
 
-def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...],
-          stats: ReadStats | None) -> Record | None:
-    if kinds is not None and not any(n in line for n in needles):  # a cheap byte test before parsing
+def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...], stats: ReadStats | None,
+          torn: bool = False) -> Record | None:
+    """The record of ``kinds`` on ``line``; a ``torn`` last line that is no record counts as ``torn_last_line``, not
+    as skipped."""
+    if kinds is not None and not torn and not any(n in line for n in needles):  # a cheap byte test before parsing
         return None
-    record = parse_line(line, stats)
-    return record if record is not None and (kinds is None or record.get("kind") in kinds) else None
-
-
-def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: tuple[bytes, ...],
-               stats: ReadStats | None) -> Record | None:
-    """:func:`_take`, where a ``torn`` last line that is no record counts as ``torn_last_line``, not as skipped."""
-    record = _take(line, kinds, needles, None if torn else stats)
-    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
+    record = parse_line(line, None if torn else stats)
+    if torn and record is None and stats is not None and line.strip():
         stats.torn_last_line = True
-    return record
+    return record if record is not None and (kinds is None or record.get("kind") in kinds) else None
 
 
 def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
@@ -99,7 +94,7 @@ def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: Read
         for line, whole in iter_lines(f, max_bytes=max_bytes):
             if stats is not None:
                 stats.bytes_read += len(line)
-            if (record := _take_last(line, not whole, kinds, needles, stats)) is not None:  # only the last is torn
+            if (record := _take(line, kinds, needles, stats, not whole)) is not None:  # only the last is torn
                 yield record
 
 
@@ -145,7 +140,7 @@ def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats:
             rest = lines[0]  # may go on in the bytes before this block
             for line in reversed(lines[1:]):
                 torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                if (record := _take_last(line, torn, kinds, needles, stats)) is not None:
+                if (record := _take(line, kinds, needles, stats, torn)) is not None:
                     yield record
         if low == 0:  # the file's first line, whole
             if (record := _take(rest, kinds, needles, stats)) is not None:

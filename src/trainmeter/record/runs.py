@@ -15,12 +15,9 @@ from trainmeter.record import export
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
 from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
     PASSPORT_FILE,
-    RUN_COLUMNS,
     RUNS_SHOWN,
     _finite,
-    format_runs,
     last_report,
-    log_tail_summary,
     parent_name,
     run_folders,
     runs_table,
@@ -29,8 +26,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
 from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
-__all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
-           "make_run_dir", "runs", "runs_table", "summarise_log", "trainings"]
+__all__ = ["RUNS_SHOWN", "Run", "damaged_passport", "load", "make_run_dir", "runs", "runs_table", "summarise_log", "trainings"]
 
 MAX_CHECKPOINTS = 1000  # checkpoint records a log summary keeps (the last ones: a resume reads the last)
 SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail

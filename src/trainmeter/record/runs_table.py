@@ -118,8 +118,7 @@ def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
     children = run_folders(base)[::-1]  # newest first: folders are named <UTC stamp>-<name>
     shown = children if limit is None else children[:limit]
-    return RunsTable(rows=grouped({c.name: run_row(c) for c in shown}), more=len(children) - len(shown),
-                     root=str(base))
+    return RunsTable(rows=grouped({c.name: run_row(c) for c in shown}), more=len(children) - len(shown), root=str(base))
 
 
 def training_order(parents: dict[str, str | None]) -> list[tuple[str, int]]:
