@@ -40,8 +40,7 @@ REPORT_COLUMNS = ("step", "tokens", "elapsed_s", "tokens_per_s")
 
 
 class Curves:
-    """Bounded curves of one run (see the module docstring): the losses of ``views`` (a live run's), else of a view
-    filled by :meth:`add_series`."""
+    """Bounded curves of one run (see the module docstring): the losses of a live run's ``views``, else its own."""
 
     def __init__(self, budget_points: int = SERIES_BUDGET_POINTS, max_reports: int = MAX_REPORTS,
                  views: SeriesViews | None = None) -> None:
@@ -88,8 +87,7 @@ def write_curves(run_dir: Path, doc: dict[str, Any]) -> None:
 
 
 def curves_from_events(path: Path, max_bytes: int = REPLAY_MAX_BYTES) -> dict[str, Any]:
-    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``
-    (only ``series`` and ``interval`` lines parsed); ``OSError`` (``Damaged``) when it cannot be read."""
+    """The curves of an ``events.jsonl`` (old or unfinished runs), its first ``max_bytes``; ``OSError`` (Damaged)."""
     curves = Curves()
     origin = None  # a resumed run's first step of the training, less one: its report rows' steps are its own
     for rec in iter_events(path, kinds=("steps", "series", "interval"), max_bytes=max_bytes):
@@ -187,8 +185,7 @@ class Line:
 
 
 def load_curves(run: Any) -> dict[str, Any]:
-    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (cached for finished runs); a
-    damaged file reads as no curves."""
+    """A run's curves: ``curves.json``, else built from ``events.jsonl`` (cached for a finished run); damaged: none."""
     events = run.dir / LOG_FILE
     size = None
     with contextlib.suppress(OSError), open_regular(events) as f:  # missing, or not a regular file: None

@@ -247,8 +247,7 @@ def compare(runs: Any = None, x: str = "tokens",
 
 
 def _readable(name: str, run: Any, training: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run's passport and curves (``training``: its whole training's, docs/spec.md section 22), or (a damaged one)
-    a stand-in saying why: one run never breaks the rest."""
+    """A run's passport and curves (``training``: its training's, docs/spec.md section 22); damaged: a stand-in."""
     try:
         doc, passport = load_curves(run), run.passport
         counts = (passport.get("lineage") or {}).get("training")

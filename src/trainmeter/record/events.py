@@ -35,19 +35,12 @@ BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may st
 
 @dataclass(slots=True)
 class ReadStats:
-    """What a read took: bytes read from the file and lines that were not records (skipped).
+    """What a read took: bytes read from the file and lines that were not records (skipped)."""
 
-    Attributes:
-        bytes_read: Bytes read from the file, in all.
-        lines_skipped: Non-blank lines that were not a JSON object (damaged), the torn last line apart.
-        torn_last_line: The file ends in a line with no newline that is not a record (killed mid-write).
-        bytes_left_out: Bytes past the read's ``max_bytes`` bound, not read.
-    """
-
-    bytes_read: int = 0
-    lines_skipped: int = 0
-    torn_last_line: bool = False
-    bytes_left_out: int = 0
+    bytes_read: int = 0  # from the file, in all
+    lines_skipped: int = 0  # non-blank lines that were not a JSON object (damaged), the torn last line apart
+    torn_last_line: bool = False  # the file ends in a line with no newline that is not a record (killed mid-write)
+    bytes_left_out: int = 0  # past the read's ``max_bytes`` bound, not read
 
 
 def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | None:
@@ -71,8 +64,7 @@ def _needles(kinds: Collection[str] | None) -> tuple[bytes, ...]:
 
 def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...], stats: ReadStats | None,
           torn: bool = False) -> Record | None:
-    """The record of ``kinds`` on ``line``; a ``torn`` last line that is no record counts as ``torn_last_line``, not
-    as skipped."""
+    """The record of ``kinds`` on ``line``; a ``torn`` last line that is no record counts as torn, not skipped."""
     if kinds is not None and not torn and not any(n in line for n in needles):  # a cheap byte test before parsing
         return None
     record = parse_line(line, None if torn else stats)
@@ -157,8 +149,7 @@ def tail(path: Path, n: int | None = None, *, max_bytes: int = TAIL_BYTES, kinds
 
 def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_BYTES,
                   stats: ReadStats | None = None) -> dict[str, Record]:
-    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises); reads backwards
-    :data:`BLOCK_BYTES` at a time and stops once each kind is found."""
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path``, read backwards (never raises)."""
     found: dict[str, Record] = {}
     for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
         found.setdefault(str(record.get("kind")), record)

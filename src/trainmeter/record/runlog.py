@@ -155,8 +155,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def write_file_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename; a failure (``OSError``: a full disk) leaves
-    ``path`` as it was and no temporary file."""
+    """Write ``text`` to ``path`` by a temporary file and a rename (``OSError``: ``path`` as it was, no temporary)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -26,7 +26,8 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
 from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
-__all__ = ["RUNS_SHOWN", "Run", "damaged_passport", "load", "make_run_dir", "runs", "runs_table", "summarise_log", "trainings"]
+__all__ = ["RUNS_SHOWN", "Run", "damaged_passport", "load", "make_run_dir", "runs", "runs_table", "summarise_log",
+           "trainings"]
 
 MAX_CHECKPOINTS = 1000  # checkpoint records a log summary keeps (the last ones: a resume reads the last)
 SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail

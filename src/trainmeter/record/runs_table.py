@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from html import escape
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -33,8 +34,7 @@ def run_folders(base: Path) -> list[Path]:
     except OSError:
         return []
     # os.path.isdir and lexists: False for anything they cannot stat, never raise
-    return [c for c in children if os.path.isdir(c) and (os.path.lexists(c / LOG_FILE) or
-                                                         os.path.lexists(c / PASSPORT_FILE))]
+    return [c for c in children if os.path.isdir(c) and any(os.path.lexists(c / f) for f in (LOG_FILE, PASSPORT_FILE))]
 
 
 RUNS_SHOWN = 20  # runs %trainmeter runs lists by default (newest first); older ones counted in a "+N more" line
@@ -66,8 +66,7 @@ class RunRow:
 
 @dataclass(frozen=True, slots=True)
 class RunsTable:
-    """The runs table (``rows`` newest first, ``more`` older ones left out, the ``root`` listed): an HTML table in a
-    notebook (``_repr_html_``), plain text elsewhere."""
+    """The runs table (``rows`` newest first, ``more`` older ones left out, the ``root`` listed): HTML or text."""
 
     rows: tuple[RunRow, ...]
     more: int
@@ -92,8 +91,6 @@ class RunsTable:
         return notes
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         from trainmeter.widget.look import STATUS_COLOURS  # the alert colour (widget/colours.json)
 
         alert = f";color:{STATUS_COLOURS['failed']}"
@@ -295,8 +292,3 @@ def _shown_path(folder: Path) -> str:
         return str(folder.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(folder)
-
-
-def format_runs(found: list[Any]) -> str:
-    """The runs table (plain text) of already loaded runs (:class:`~trainmeter.record.runs.Run`), in the order given."""
-    return RunsTable(rows=tuple(run_row(r.dir) for r in found), more=0, root="").text() if found else "no saved runs"

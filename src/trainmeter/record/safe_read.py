@@ -74,8 +74,7 @@ def open_regular(path: str | Path, *, within: str | Path | None = None) -> Binar
 
 
 def read_bytes(path: str | Path, max_bytes: int) -> bytes:
-    """The whole of a regular file of at most ``max_bytes`` bytes (``FileNotFoundError``; :class:`Damaged` as
-    :func:`open_regular`, or when larger: not read)."""
+    """A regular file's bytes, at most ``max_bytes`` (``FileNotFoundError``; Damaged as open_regular, or larger)."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         too_big = Damaged(f"{Path(path).name} is {format_bytes(size)}, over the {format_bytes(max_bytes)} "
