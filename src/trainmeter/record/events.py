@@ -28,6 +28,7 @@ Record = dict[str, Any]
 
 
 LOG_FILE = "events.jsonl"
+PASSPORT_FILE = "passport.json"
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)

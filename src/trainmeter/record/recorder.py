@@ -213,8 +213,7 @@ class RunRecorder:
                     self._log.write("gap", **self._gap)
                 body(self._log, cursors)
                 self._log.flush()
-            except OSError as exc:
-                self._log.discard()
+            except OSError as exc:  # the flush dropped what it could not write
                 self._failed(run, exc, "the run log")
                 return
             self._cursor.update(cursors)  # in place: the monitor trims by this map
@@ -307,10 +306,8 @@ class RunRecorder:
     def _append_end(self, run: RunContext) -> None:
         if (log := self._log) is not None:
             log.write("end", status=run.status, ended_at=run.ended_at, error=run.error)
-            try:
+            with contextlib.suppress(OSError):  # the flush drops what it could not write
                 log.flush()
-            except OSError:
-                log.discard()
 
     @property
     def passport_written(self) -> bool:

@@ -121,10 +121,6 @@ class RunLog:
             raise
         self._size += len(data)
 
-    def discard(self) -> None:
-        """Drop the buffered records."""
-        self._lines.clear()
-
     def abandon(self) -> None:
         """In a forked child: close this process's copy of the descriptor, writing nothing; later writes are ignored."""
         fd, self._fd = self._fd, None

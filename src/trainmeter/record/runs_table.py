@@ -18,11 +18,10 @@ from typing import Any
 
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
-from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
+from trainmeter.record.events import HEAD_BYTES, LOG_FILE, PASSPORT_FILE, TAIL_BYTES, head, tail
 from trainmeter.record.safe_read import NO_PASSPORT, clip, iso_time, open_regular, read_passport
 from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
-PASSPORT_FILE = "passport.json"
 DAMAGE_SHOWN_CHARS = 72  # characters of a damaged run's reason shown in its status cell
 SILENT_MARGIN_S = 5.0  # past two report intervals of silence, a run with no end record is killed (section 18)
 
@@ -79,8 +78,7 @@ class RunsTable:
         table = [RUN_COLUMNS] + [tuple(printable(c) for c in r.cells()) for r in self.rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(RUN_COLUMNS))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
-        lines += self._notes()
-        return "\n".join(lines)
+        return "\n".join(lines + self._notes())
 
     def _notes(self) -> list[str]:
         notes = []
