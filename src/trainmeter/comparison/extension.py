@@ -142,9 +142,8 @@ class CurvesRecorder(ExtensionBase):
             return {}
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
-        interval = report.interval
         row = {"step": report.steps + m.step_origin, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
-               "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
+               "tokens_per_s": report.interval.train_tokens_per_s if report.interval else None, "mfu": mfu}
         m.worker.submit(self.name, lambda: self._feed(report.ends, row))
         return {}
 

@@ -143,8 +143,7 @@ def table_html(rows: list[dict[str, Any]]) -> str:
                  _fmt(r["goodput"], "pct"))
         out.append("<tr>" + "".join(f'<td style="padding:2px 6px;white-space:nowrap">{html.escape(str(c))}</td>' for c in cells)
                    + f'<td style="padding:2px 6px;min-width:16em;overflow-wrap:anywhere">{html.escape(differs)}</td></tr>')
-    out.append("</table>")
-    return "\n".join(out)
+    return "\n".join([*out, "</table>"])
 
 
 class Comparison:
