@@ -24,7 +24,7 @@ from trainmeter.comparison.extension import (
 )
 from trainmeter.record.runs import Run, damaged_passport, load
 from trainmeter.record.runs import runs as saved_runs
-from trainmeter.sizes import format_count, format_number, format_percent, format_rate
+from trainmeter.sizes import MISSING, format_count, format_number, format_percent, format_rate
 from trainmeter.widget.look import FIGURE_PALETTE, MUTED, PALETTE
 from trainmeter.widget.snapshot import CHART_H, CHART_W, chart_svg
 
@@ -94,10 +94,6 @@ def differences(passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     varying = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
     base = flats[0] if flats else {}
     return [{k: f.get(k) for k in varying if i == 0 or f.get(k) != base.get(k)} for i, f in enumerate(flats)]
-
-
-MISSING = "—"
-"""A missing value in the table (docs/spec.md section 12, "Number formats")."""
 
 
 def _fmt(value: Any, kind: str = "") -> str:
