@@ -8,11 +8,12 @@ import json
 import pytest
 
 import trainmeter.api as tm
+from tests.fakes.runs import format_runs
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
-from trainmeter.record.runs import format_runs, runs
+from trainmeter.record.runs import runs
 
 
 def _monitor(run_root, clock, **options):

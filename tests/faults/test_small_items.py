@@ -9,12 +9,13 @@ import pytest
 from IPython.core.error import UsageError
 
 import trainmeter.api as tm
+from tests.fakes.runs import format_runs
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.magic import parse_flags
 from trainmeter.options import make_options
-from trainmeter.record.runs import format_runs, load, runs
+from trainmeter.record.runs import load, runs
 
 
 @pytest.mark.parametrize("name", ["run\n", "a\nb"])

@@ -101,7 +101,7 @@ def test_the_launch_passport_is_complete_only_when_every_rank_completed(tmp_path
 
 def test_a_launch_folder_is_listed_with_its_ranks_and_loads_without_a_log_of_its_own(tmp_path):
     import trainmeter as tm
-    from trainmeter.record.runs import format_runs
+    from tests.fakes.runs import format_runs
 
     launch = tmp_path / "20260101T000000Z-ddp"
     seat(launch, 0, steps=4, tokens=8)

@@ -1,4 +1,4 @@
-"""Column lines encoded ahead in pieces are byte for byte the line RunLog.append writes for the whole record."""
+"""Column lines encoded ahead in pieces are byte for byte the line RunLog.write writes for the whole record."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ class _Log:
 
         self.lines: list[str] = []
         self.joined = 0
-        self._encode = RunLog.append
+        self._encode = RunLog.write
 
     def write(self, kind, **fields) -> None:
         box = type("B", (), {"_fd": 0, "_lines": self.lines})()
-        self._encode(box, {"schema_version": 1, "kind": kind, **fields})
+        self._encode(box, kind, **fields)
 
     def append_line(self, line: str) -> None:
         self.joined += 1

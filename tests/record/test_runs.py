@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trainmeter.record.runs import RUN_COLUMNS, log_tail_summary, runs_table
+from trainmeter.record.runs import runs_table
+from trainmeter.record.runs_table import RUN_COLUMNS, log_tail_summary
 
 
 def _passport_run(root: Path, stamp: str, name: str, **extra) -> Path:

@@ -24,7 +24,8 @@ from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.series_views import SeriesViews
 from trainmeter.lineage.view import earlier_runs, step_origin
 from trainmeter.record.events import LOG_FILE, iter_events
-from trainmeter.record.runs import load
+from trainmeter.record.runlog import compact_json, write_file_atomic
+from trainmeter.record.runs import REPLAY_MAX_BYTES, load
 from trainmeter.record.safe_read import open_regular, read_json
 
 if TYPE_CHECKING:
@@ -36,13 +37,10 @@ SERIES_BUDGET_POINTS = 2000
 MAX_REPORTS = 4096
 LOSS_SERIES = ("train_loss", "val_loss")
 REPORT_COLUMNS = ("step", "tokens", "elapsed_s", "tokens_per_s")
-MAX_LOG_BYTES = 512 * 1024 * 1024
-"""Bytes of a run log read to build its curves (a bound, whatever the log's size)."""
 
 
 class Curves:
-    """Bounded curves of one run (see the module docstring): the losses of ``views`` (a live run's), else of a view
-    filled by :meth:`add_series`."""
+    """Bounded curves of one run (see the module docstring): the losses of a live run's ``views``, else its own."""
 
     def __init__(self, budget_points: int = SERIES_BUDGET_POINTS, max_reports: int = MAX_REPORTS,
                  views: SeriesViews | None = None) -> None:
@@ -83,18 +81,13 @@ class Curves:
                 "mfu": dict(self.mfu)}
 
 
-def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
-    """Write ``curves.json`` atomically (non-finite floats as null; ``OSError`` leaves no temporary file); its path."""
-    from trainmeter.record.runlog import compact_json, write_file_atomic
-
-    path = run_dir / CURVES_FILE
-    write_file_atomic(path, compact_json(doc))  # each NaN gap becomes null
-    return path
+def write_curves(run_dir: Path, doc: dict[str, Any]) -> None:
+    """Write ``curves.json`` atomically (non-finite floats as null; ``OSError`` leaves no temporary file)."""
+    write_file_atomic(run_dir / CURVES_FILE, compact_json(doc))  # each NaN gap becomes null
 
 
-def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, Any]:
-    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``
-    (only ``series`` and ``interval`` lines parsed); ``OSError`` (``Damaged``) when it cannot be read."""
+def curves_from_events(path: Path, max_bytes: int = REPLAY_MAX_BYTES) -> dict[str, Any]:
+    """The curves of an ``events.jsonl`` (old or unfinished runs), its first ``max_bytes``; ``OSError`` (Damaged)."""
     curves = Curves()
     origin = None  # a resumed run's first step of the training, less one: its report rows' steps are its own
     for rec in iter_events(path, kinds=("steps", "series", "interval"), max_bytes=max_bytes):
@@ -149,9 +142,8 @@ class CurvesRecorder(ExtensionBase):
             return {}
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
-        interval = report.interval
         row = {"step": report.steps + m.step_origin, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
-               "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
+               "tokens_per_s": report.interval.train_tokens_per_s if report.interval else None, "mfu": mfu}
         m.worker.submit(self.name, lambda: self._feed(report.ends, row))
         return {}
 
@@ -175,8 +167,7 @@ class CurvesRecorder(ExtensionBase):
 
 X_KINDS = ("tokens", "flops", "time", "step")
 Y_KINDS = ("train_loss", "val_loss", "tokens_per_s", "mfu")
-EMPTY_CURVES: dict[str, Any] = {
-    "series": {}, "reports": {"step": [], "tokens": [], "elapsed_s": [], "tokens_per_s": []}, "mfu": {}}
+EMPTY_CURVES: dict[str, Any] = {"series": {}, "reports": {c: [] for c in REPORT_COLUMNS}, "mfu": {}}
 """The curves of a run with none readable."""
 CURVES_TYPES: dict[str, tuple[type, ...]] = {"series": (dict,), "reports": (dict,), "mfu": (dict,),
                                              "events_bytes": (int,)}
@@ -193,15 +184,13 @@ class Line:
 
 
 def load_curves(run: Any) -> dict[str, Any]:
-    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (cached for finished runs); a
-    damaged file reads as no curves."""
-    path = run.dir / CURVES_FILE
+    """A run's curves: ``curves.json``, else built from ``events.jsonl`` (cached for a finished run); damaged: none."""
     events = run.dir / LOG_FILE
     size = None
     with contextlib.suppress(OSError), open_regular(events) as f:  # missing, or not a regular file: None
         size = os.fstat(f.fileno()).st_size
     with contextlib.suppress(OSError):  # missing, or damaged (Damaged): built again from the log
-        doc = read_json(path, types=CURVES_TYPES)
+        doc = read_json(run.dir / CURVES_FILE, types=CURVES_TYPES)
         if doc.get("events_bytes") is None or size is None or size == doc["events_bytes"]:
             return doc
     if size is None or run.damaged:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from trainmeter.comparison.extension import (
 )
 from trainmeter.record.runs import Run, damaged_passport, load
 from trainmeter.record.runs import runs as saved_runs
-from trainmeter.sizes import format_count, format_number, format_percent, format_rate
+from trainmeter.sizes import MISSING, format_count, format_number, format_percent, format_rate
 from trainmeter.widget.look import FIGURE_PALETTE, MUTED, PALETTE
 from trainmeter.widget.snapshot import CHART_H, CHART_W, chart_svg
 
@@ -54,10 +54,6 @@ def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, yl
                      fig_margin={"top": 40, "bottom": 45, "left": 80, "right": 10})
 
 
-def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def figure_html(title: str, lines: Sequence[Line], x_kind: str, x_caption: str, y_label: str) -> str | None:
     """One figure (title, chart, legend, the runs without a line), or ``None`` when no run has a line."""
     drawn = [ln for ln in lines if ln.missing is None and ln.x]
@@ -67,15 +63,16 @@ def figure_html(title: str, lines: Sequence[Line], x_kind: str, x_caption: str, 
     if not drawn or (svg := chart_svg(spec, {ln.run: ("step", ln.x, ln.y) for ln in drawn})) is None:
         return None
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> {_esc(ln.run)}'
+    name = html.escape(title)
+    legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> {html.escape(ln.run)}'
                              for i, ln in enumerate(drawn))
-    note = (f'<div style="font-size:11px;color:{MUTED}">no line for {_esc("; ".join(missing))}</div>'
+    note = (f'<div style="font-size:11px;color:{MUTED}">no line for {html.escape("; ".join(missing))}</div>'
             if missing else "")
-    return (f'<div class="tm-compare-figure" data-tm-figure="{_esc(title)}" style="display:inline-block;'
+    return (f'<div class="tm-compare-figure" data-tm-figure="{name}" style="display:inline-block;'
             f'vertical-align:top;margin:0 12px 8px 0;max-width:100%">'
-            f'<div style="font-size:12px;font-weight:600">{_esc(title)}'
-            f' <span style="font-weight:400;color:{MUTED}">({_esc(y_label)})</span></div>'
-            f'<img src="{uri}" alt="{_esc(title)} chart" width="{CHART_W}" height="{CHART_H}" style="max-width:100%">'
+            f'<div style="font-size:12px;font-weight:600">{name}'
+            f' <span style="font-weight:400;color:{MUTED}">({html.escape(y_label)})</span></div>'
+            f'<img src="{uri}" alt="{name} chart" width="{CHART_W}" height="{CHART_H}" style="max-width:100%">'
             f'<div style="font-size:11px;color:{MUTED}">{legend}</div>{note}</div>')
 
 
@@ -97,10 +94,6 @@ def differences(passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     varying = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
     base = flats[0] if flats else {}
     return [{k: f.get(k) for k in varying if i == 0 or f.get(k) != base.get(k)} for i, f in enumerate(flats)]
-
-
-MISSING = "—"
-"""A missing value in the table (docs/spec.md section 12, "Number formats")."""
 
 
 def _fmt(value: Any, kind: str = "") -> str:
@@ -146,8 +139,7 @@ def table_html(rows: list[dict[str, Any]]) -> str:
                  _fmt(r["goodput"], "pct"))
         out.append("<tr>" + "".join(f'<td style="padding:2px 6px;white-space:nowrap">{html.escape(str(c))}</td>' for c in cells)
                    + f'<td style="padding:2px 6px;min-width:16em;overflow-wrap:anywhere">{html.escape(differs)}</td></tr>')
-    out.append("</table>")
-    return "\n".join(out)
+    return "\n".join([*out, "</table>"])
 
 
 class Comparison:
@@ -239,7 +231,7 @@ def compare(runs: Any = None, x: str = "tokens",
         if (fig := figure_html(f"{yk} vs {x}", lines[yk], x, *labels[yk])) is None:
             why = sorted({ln.missing for ln in lines[yk] if ln.missing})
             absent.append(f'<div style="font-size:12px;color:{MUTED}">'
-                          f"{_esc(yk)}: no run has it ({_esc('; '.join(why) or 'no points')})</div>")
+                          f"{html.escape(yk)}: no run has it ({html.escape('; '.join(why) or 'no points')})</div>")
         else:
             figures.append(fig)
     rows = table_rows(names, passports)  # the figures, one line per y no run has, the table (scrolling sideways)
@@ -250,8 +242,7 @@ def compare(runs: Any = None, x: str = "tokens",
 
 
 def _readable(name: str, run: Any, training: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run's passport and curves (``training``: its whole training's, docs/spec.md section 22), or (a damaged one)
-    a stand-in saying why: one run never breaks the rest."""
+    """A run's passport and curves (``training``: its training's, docs/spec.md section 22); damaged: a stand-in."""
     try:
         doc, passport = load_curves(run), run.passport
         counts = (passport.get("lineage") or {}).get("training")
@@ -275,11 +266,6 @@ def _line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, y: s
         return Line(run=name, x=[], y=[], missing=f"damaged curves ({type(exc).__name__})")
 
 
-def _unique(names: Iterable[str]) -> list[str]:
+def _unique(names: list[str]) -> list[str]:
     """Run names made unique for the legend (``name``, ``name (2)``, ...)."""
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
-    return out
+    return [f"{n} ({names[:i].count(n) + 1})" if n in names[:i] else n for i, n in enumerate(names)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ class Resumed:
 
 
 def _plus(*values: Any) -> Any:
-    return None if any(v is None for v in values) else functools.reduce(operator.add, values)
+    return None if any(v is None for v in values) else sum(values)
 
 
 class Lineage(ExtensionBase):
@@ -205,8 +204,7 @@ class Lineage(ExtensionBase):
                        None if gap_s is None else max(0.0, gap_s), m.elapsed_s())
         lost_s = _plus(earlier.get("lost_s") if parent.lineage else 0.0, lost["time_s"])
         restarts_s = _plus(earlier.get("restart_s", 0.0), restart_s)
-        useful_s = None if wall_s is None or lost_s is None or restarts_s is None else \
-            max(0.0, wall_s - lost_s - restarts_s)
+        useful_s = None if None in (wall_s, lost_s, restarts_s) else max(0.0, wall_s - lost_s - restarts_s)
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
                     "tokens": _plus(before["tokens"], m.tokens if unit is not None else None) if same_unit else None,
                     "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
@@ -230,8 +228,7 @@ class Lineage(ExtensionBase):
         return section
 
     def panels(self) -> list[dict[str, Any]]:
-        """The "Training" panel: the lineage, the step resumed from, the training's steps, lost work, restart time and
-        goodput so far (publisher thread, read-only; docs/spec.md section 22)."""
+        """The "Training" panel of the lineage so far (publisher thread, read-only; docs/spec.md section 22)."""
         try:
             s = self.passport_section()
         except Exception:  # a count moved while we read: the last panel stays
@@ -254,8 +251,7 @@ class Lineage(ExtensionBase):
         return self._panel
 
     def derivations(self) -> list[Derivation]:
-        """The training's steps, the restart's lost steps and the training's goodput (docs/spec.md section 22, "The
-        training's goodput"), with their inputs' provenance."""
+        """The training's steps, lost steps and goodput (docs/spec.md section 22, "The training's goodput")."""
         if (section := self.passport_section()) is None:
             return []
         r, t, parent_steps = section["resumed_from"], section["training"], section["runs"][-2]["steps"]  # the parent's

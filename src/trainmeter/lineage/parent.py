@@ -80,8 +80,7 @@ def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def minus(a: Any, b: Any) -> Any:
-    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
-    return a - b if ok else None
+    return a - b if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)) else None
 
 
 def read_parent(folder: Path) -> ParentRecord:

@@ -28,6 +28,7 @@ Record = dict[str, Any]
 
 
 LOG_FILE = "events.jsonl"
+PASSPORT_FILE = "passport.json"
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)
@@ -35,19 +36,12 @@ BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may st
 
 @dataclass(slots=True)
 class ReadStats:
-    """What a read took: bytes read from the file and lines that were not records (skipped).
+    """What a read took: bytes read from the file and lines that were not records (skipped)."""
 
-    Attributes:
-        bytes_read: Bytes read from the file, in all.
-        lines_skipped: Non-blank lines that were not a JSON object (damaged), the torn last line apart.
-        torn_last_line: The file ends in a line with no newline that is not a record (killed mid-write).
-        bytes_left_out: Bytes past the read's ``max_bytes`` bound, not read.
-    """
-
-    bytes_read: int = 0
-    lines_skipped: int = 0
-    torn_last_line: bool = False
-    bytes_left_out: int = 0
+    bytes_read: int = 0  # from the file, in all
+    lines_skipped: int = 0  # non-blank lines that were not a JSON object (damaged), the torn last line apart
+    torn_last_line: bool = False  # the file ends in a line with no newline that is not a record (killed mid-write)
+    bytes_left_out: int = 0  # past the read's ``max_bytes`` bound, not read
 
 
 def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | None:
@@ -69,21 +63,15 @@ def _needles(kinds: Collection[str] | None) -> tuple[bytes, ...]:
     return tuple(f'"{k}"'.encode() for k in kinds) if kinds is not None else ()
 
 
-def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...],
-          stats: ReadStats | None) -> Record | None:
-    if kinds is not None and not any(n in line for n in needles):  # a cheap byte test before parsing
+def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...], stats: ReadStats | None,
+          torn: bool = False) -> Record | None:
+    """The record of ``kinds`` on ``line``; a ``torn`` last line that is no record counts as torn, not skipped."""
+    if kinds is not None and not torn and not any(n in line for n in needles):  # a cheap byte test before parsing
         return None
-    record = parse_line(line, stats)
-    return record if record is not None and (kinds is None or record.get("kind") in kinds) else None
-
-
-def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: tuple[bytes, ...],
-               stats: ReadStats | None) -> Record | None:
-    """:func:`_take`, where a ``torn`` last line that is no record counts as ``torn_last_line``, not as skipped."""
-    record = _take(line, kinds, needles, None if torn else stats)
-    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
+    record = parse_line(line, None if torn else stats)
+    if torn and record is None and stats is not None and line.strip():
         stats.torn_last_line = True
-    return record
+    return record if record is not None and (kinds is None or record.get("kind") in kinds) else None
 
 
 def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
@@ -99,7 +87,7 @@ def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: Read
         for line, whole in iter_lines(f, max_bytes=max_bytes):
             if stats is not None:
                 stats.bytes_read += len(line)
-            if (record := _take_last(line, not whole, kinds, needles, stats)) is not None:  # only the last is torn
+            if (record := _take(line, kinds, needles, stats, not whole)) is not None:  # only the last is torn
                 yield record
 
 
@@ -145,7 +133,7 @@ def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats:
             rest = lines[0]  # may go on in the bytes before this block
             for line in reversed(lines[1:]):
                 torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                if (record := _take_last(line, torn, kinds, needles, stats)) is not None:
+                if (record := _take(line, kinds, needles, stats, torn)) is not None:
                     yield record
         if low == 0:  # the file's first line, whole
             if (record := _take(rest, kinds, needles, stats)) is not None:
@@ -162,8 +150,7 @@ def tail(path: Path, n: int | None = None, *, max_bytes: int = TAIL_BYTES, kinds
 
 def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_BYTES,
                   stats: ReadStats | None = None) -> dict[str, Record]:
-    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises); reads backwards
-    :data:`BLOCK_BYTES` at a time and stops once each kind is found."""
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path``, read backwards (never raises)."""
     found: dict[str, Record] = {}
     for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
         found.setdefault(str(record.get("kind")), record)

@@ -35,11 +35,10 @@ PASSPORT_SCHEMA_VERSION = 1
 
 
 def _cpu_model() -> str | None:
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or None
 
 
@@ -339,8 +338,7 @@ def write_passport(m: RunContext, record: dict[str, Any],
     files is seen on read (docs/spec.md section 6). Returns the passport as written. ``OSError`` when a file cannot
     be written (none left half-written)."""
     assert m.run_dir is not None
-    passport = build_passport(m)
-    passport["record"] = record
+    passport = {**build_passport(m), "record": record}
     text = json_lines(passport)  # json's C encoder, one key a line (docs/spec.md section 20)
     written = json.loads(text)
     write_file_atomic(m.run_dir / "passport.md", render_markdown(written))

@@ -21,7 +21,7 @@ from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.throughput import tokens_missing
 from trainmeter.record.events import LOG_FILE
-from trainmeter.record.passport import describe_environment, headline, record_options
+from trainmeter.record.passport import describe_environment, headline, record_options, write_passport
 from trainmeter.record.runlog import ColumnLines, RunLog, micros, upto
 from trainmeter.record.runs import make_run_dir
 from trainmeter.record.textline import format_line, seed_values
@@ -44,8 +44,7 @@ def column_kinds(run: Any) -> list[tuple[str, Series | StepSeries]]:
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
                   ahead: ColumnLines | None = None, stop: int | None = None) -> None:
-    """Append the points of ``series`` since its cursor (before absolute position ``stop``) as one ``kind`` record,
-    joined to what the worker encoded ``ahead``, and advance the cursor."""
+    """Append ``series``' points since its cursor (before position ``stop``) as a ``kind`` record, joined to ahead."""
     start = cursors.get(series.name, 0)
     if stop is not None and stop <= start:
         return  # written up to there already (a drain queued before a report of the training thread's)
@@ -138,8 +137,7 @@ class RunRecorder:
             self._seat = seat_for(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader(lambda ends: self._drain(run, ends))
         if (worker := getattr(run, "worker", None)) is not None:
-            worker.every("run-log", lambda: self._ahead.encode_ahead([run.step_series, *run.series.values()],
-                                                                     self._cursor))
+            worker.every("run-log", lambda: self._ahead.encode_ahead([s for _, s in column_kinds(run)], self._cursor))
         self._try_open(run)
         return run.run_dir
 
@@ -170,9 +168,8 @@ class RunRecorder:
             return False
 
     def write_interval(self, run: RunContext, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
-        """Write the columns since the last report (up to its ends when it is written later:
-        core.reports.ReportSnapshot) and one ``interval`` record, then flush (after a failure, not before the back-off
-        has passed); never raises ``OSError``."""
+        """Write the columns since the last report (up to its ends when written later: core.reports.ReportSnapshot) and
+        one ``interval`` record, then flush (after a failure, not before the back-off has passed); no ``OSError``."""
         ends, interval, session = getattr(run, "report_ends", None), run.interval, run.session
 
         def body(log: RunLog, cursors: dict[str, int]) -> None:
@@ -216,8 +213,7 @@ class RunRecorder:
                     self._log.write("gap", **self._gap)
                 body(self._log, cursors)
                 self._log.flush()
-            except OSError as exc:
-                self._log.discard()
+            except OSError as exc:  # the flush dropped what it could not write
                 self._failed(run, exc, "the run log")
                 return
             self._cursor.update(cursors)  # in place: the monitor trims by this map
@@ -270,15 +266,11 @@ class RunRecorder:
             else f"{self.failed_writes} failed writes; the run log misses points between steps {spans} ({dropped} "
             f"points dropped from memory); first error: {first}")
         return {"complete": complete, "log": LOG_FILE if run.run_dir else None,  # relative to the run folder
-                "failed_writes": self.failed_writes, "gaps": gaps, "points_complete": points_whole,
-                "summary": summary}
+                "failed_writes": self.failed_writes, "gaps": gaps, "points_complete": points_whole, "summary": summary}
 
     def write_passport(self, run: RunContext) -> None:
         """The points not yet written, passport.md, dashboard.json, the log's ``end`` record, then passport.json; tried
-        whatever the back-off (the last chance); a failure is kept for the closing line and the warnings, never
-        raised."""
-        from trainmeter.record.passport import write_passport
-
+        whatever the back-off (the last chance); a failure is kept for the closing line and warnings, not raised."""
         self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in column_kinds(run)])
         if run.run_dir is None:
             self.passport_error = self._gap["error"] if self._gap else "no run folder"
@@ -314,10 +306,8 @@ class RunRecorder:
     def _append_end(self, run: RunContext) -> None:
         if (log := self._log) is not None:
             log.write("end", status=run.status, ended_at=run.ended_at, error=run.error)
-            try:
+            with contextlib.suppress(OSError):  # the flush drops what it could not write
                 log.flush()
-            except OSError:
-                log.discard()
 
     @property
     def passport_written(self) -> bool:

@@ -5,7 +5,7 @@ column records encoded ahead.
 their reader are :mod:`trainmeter.record.events`.
 
 :class:`ColumnLines`: the report worker turns a series' new points into JSON between reports; the report joins them
-with the rest, byte for byte the line :meth:`RunLog.append` writes (docs/spec.md section 20); a piece is used only while
+with the rest, byte for byte the line :meth:`RunLog.write` writes (docs/spec.md section 20); a piece is used only while
 its cursor holds and nothing past it was trimmed. :meth:`ColumnLines.encode_ahead` on the worker,
 :meth:`ColumnLines.line` at reports; each entry is an immutable tuple replaced whole. The step series' steps and
 microseconds are encoded once: a series whose points were recorded by the step rule (the very time objects of the step
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.series import StepSeries
-from trainmeter.record.events import SCHEMA_VERSION, Record, read_events
+from trainmeter.record.events import SCHEMA_VERSION, read_events
 
 __all__ = ["ColumnLines", "RunLog", "clean", "compact_json", "json_lines", "micros", "read_events", "upto",
            "write_file_atomic"]
@@ -86,12 +86,8 @@ class RunLog:
     def write(self, kind: str, **fields: Any) -> None:
         """Buffer one record of ``kind`` until :meth:`flush`: ``fields`` after ``schema_version`` and ``kind``, in the
         line's key order (each kind's keys: docs/spec.md section 6; tests/record/schema.py)."""
-        self.append({"schema_version": SCHEMA_VERSION, "kind": kind, **fields})
-
-    def append(self, record: Record) -> None:
-        """Buffer one whole record until :meth:`flush`."""
         if self._fd is not None:
-            self._lines.append(compact_json(record))
+            self._lines.append(compact_json({"schema_version": SCHEMA_VERSION, "kind": kind, **fields}))
 
     def append_line(self, line: str) -> None:
         """Buffer one record already encoded as its JSON line (:class:`ColumnLines`)."""
@@ -125,10 +121,6 @@ class RunLog:
             raise
         self._size += len(data)
 
-    def discard(self) -> None:
-        """Drop the buffered records."""
-        self._lines.clear()
-
     def abandon(self) -> None:
         """In a forked child: close this process's copy of the descriptor, writing nothing; later writes are ignored."""
         fd, self._fd = self._fd, None
@@ -159,8 +151,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def write_file_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename; a failure (``OSError``: a full disk) leaves
-    ``path`` as it was and no temporary file."""
+    """Write ``text`` to ``path`` by a temporary file and a rename (``OSError``: ``path`` as it was, no temporary)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -175,7 +166,6 @@ def write_file_atomic(path: Path, text: str) -> None:
         raise
 
 
-_SEPARATORS = (",", ":")
 _US_PER_S = 1e6
 # name -> (cursor it starts at, position it ends at, step, t_us and value JSON pieces: comma-joined elements)
 Entry = tuple[int, int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -266,6 +256,5 @@ class ColumnLines:
         if (entry := self._extend(series, start, stop)) is None:
             return None
         step_json, us_json, value_json = map(",".join, entry[2:])
-        head = json.dumps({"schema_version": SCHEMA_VERSION, "kind": kind, "name": series.name, "x": series.x_kind},
-                          separators=_SEPARATORS)[:-1]
-        return f'{head},"step":[{step_json}],"t_us":[{us_json}],"value":[{value_json}]}}', entry[1]
+        head = compact_json({"schema_version": SCHEMA_VERSION, "kind": kind, "name": series.name, "x": series.x_kind})
+        return f'{head[:-1]},"step":[{step_json}],"t_us":[{us_json}],"value":[{value_json}]}}', entry[1]

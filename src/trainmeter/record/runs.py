@@ -10,27 +10,16 @@ from itertools import chain, count
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.provenance import finite_number
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record import export
-from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
-from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
-    PASSPORT_FILE,
-    RUN_COLUMNS,
-    RUNS_SHOWN,
-    _finite,
-    format_runs,
-    last_report,
-    log_tail_summary,
-    parent_name,
-    run_folders,
-    runs_table,
-    training_order,
-)
+from trainmeter.record.events import LOG_FILE, PASSPORT_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
+from trainmeter.record.runs_table import RUNS_SHOWN, last_report, parent_name, run_folders, runs_table, training_order
 from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
-__all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
-           "make_run_dir", "runs", "runs_table", "summarise_log", "trainings"]
+__all__ = ["RUNS_SHOWN", "Run", "damaged_passport", "load", "make_run_dir", "runs", "runs_table", "summarise_log",
+           "trainings"]  # RUNS_SHOWN and runs_table: the runs table's, re-exported (docs/spec.md section 8)
 
 MAX_CHECKPOINTS = 1000  # checkpoint records a log summary keeps (the last ones: a resume reads the last)
 SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail
@@ -133,8 +122,8 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int = SUMMA
                 found[str(kind)] = dict(e)
             elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
                 if origin is None:  # a resumed run logs steps of the training from origin + 1 (section 22)
-                    origin = e["step"][0] - 1 if _finite(e["step"][0]) else 0
-                last_step = max([last_step or 0, *(n - origin for n in e["step"] if _finite(n))])
+                    origin = e["step"][0] - 1 if finite_number(e["step"][0]) is not None else 0
+                last_step = max([last_step or 0, *(n - origin for n in e["step"] if finite_number(n) is not None)])
             elif kind == "series":
                 _add_series(stats, e)
             elif kind == "checkpoint":
@@ -199,7 +188,7 @@ def _add_series(stats: dict[str, dict[str, Any]], e: Record) -> None:
     """Fold one ``series`` record into the per-series last/min/max (step series only)."""
     if e.get("x", "step") != "step" or not isinstance(e.get("value"), list):
         return
-    values = [v for v in e["value"] if _finite(v)]
+    values = [v for v in e["value"] if finite_number(v) is not None]
     if not values:
         return
     st = stats.setdefault(str(e.get("name")), {"last": None, "min": None, "max": None, "count": 0, "last_step": None})

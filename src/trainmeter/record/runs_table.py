@@ -12,16 +12,16 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from html import escape
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
-from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
+from trainmeter.record.events import HEAD_BYTES, LOG_FILE, PASSPORT_FILE, TAIL_BYTES, head, tail
 from trainmeter.record.safe_read import NO_PASSPORT, clip, iso_time, open_regular, read_passport
 from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
-PASSPORT_FILE = "passport.json"
 DAMAGE_SHOWN_CHARS = 72  # characters of a damaged run's reason shown in its status cell
 SILENT_MARGIN_S = 5.0  # past two report intervals of silence, a run with no end record is killed (section 18)
 
@@ -33,8 +33,7 @@ def run_folders(base: Path) -> list[Path]:
     except OSError:
         return []
     # os.path.isdir and lexists: False for anything they cannot stat, never raise
-    return [c for c in children if os.path.isdir(c) and (os.path.lexists(c / LOG_FILE) or
-                                                         os.path.lexists(c / PASSPORT_FILE))]
+    return [c for c in children if os.path.isdir(c) and any(os.path.lexists(c / f) for f in (LOG_FILE, PASSPORT_FILE))]
 
 
 RUNS_SHOWN = 20  # runs %trainmeter runs lists by default (newest first); older ones counted in a "+N more" line
@@ -66,8 +65,7 @@ class RunRow:
 
 @dataclass(frozen=True, slots=True)
 class RunsTable:
-    """The runs table (``rows`` newest first, ``more`` older ones left out, the ``root`` listed): an HTML table in a
-    notebook (``_repr_html_``), plain text elsewhere."""
+    """The runs table (``rows`` newest first, ``more`` older ones left out, the ``root`` listed): HTML or text."""
 
     rows: tuple[RunRow, ...]
     more: int
@@ -80,8 +78,7 @@ class RunsTable:
         table = [RUN_COLUMNS] + [tuple(printable(c) for c in r.cells()) for r in self.rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(RUN_COLUMNS))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
-        lines += self._notes()
-        return "\n".join(lines)
+        return "\n".join(lines + self._notes())
 
     def _notes(self) -> list[str]:
         notes = []
@@ -92,8 +89,6 @@ class RunsTable:
         return notes
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         from trainmeter.widget.look import STATUS_COLOURS  # the alert colour (widget/colours.json)
 
         alert = f";color:{STATUS_COLOURS['failed']}"
@@ -118,8 +113,7 @@ def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
     children = run_folders(base)[::-1]  # newest first: folders are named <UTC stamp>-<name>
     shown = children if limit is None else children[:limit]
-    return RunsTable(rows=grouped({c.name: run_row(c) for c in shown}), more=len(children) - len(shown),
-                     root=str(base))
+    return RunsTable(rows=grouped({c.name: run_row(c) for c in shown}), more=len(children) - len(shown), root=str(base))
 
 
 def training_order(parents: dict[str, str | None]) -> list[tuple[str, int]]:
@@ -296,8 +290,3 @@ def _shown_path(folder: Path) -> str:
         return str(folder.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(folder)
-
-
-def format_runs(found: list[Any]) -> str:
-    """The runs table (plain text) of already loaded runs (:class:`~trainmeter.record.runs.Run`), in the order given."""
-    return RunsTable(rows=tuple(run_row(r.dir) for r in found), more=0, root="").text() if found else "no saved runs"

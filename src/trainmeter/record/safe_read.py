@@ -73,10 +73,9 @@ def open_regular(path: str | Path, *, within: str | Path | None = None) -> Binar
         raise
 
 
-def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = None) -> bytes:
-    """The whole of a regular file of at most ``max_bytes`` bytes (``FileNotFoundError``; :class:`Damaged` as
-    :func:`open_regular`, or when larger: not read)."""
-    with open_regular(path, within=within) as f:
+def read_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """A regular file's bytes, at most ``max_bytes`` (``FileNotFoundError``; Damaged as open_regular, or larger)."""
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         too_big = Damaged(f"{Path(path).name} is {format_bytes(size)}, over the {format_bytes(max_bytes)} "
                           "a reader takes; not read")
@@ -90,12 +89,11 @@ def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = 
         return data
 
 
-def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str | Path | None = None,
-              types: dict[str, tuple[type, ...]] | None = None) -> dict[str, Any]:
+def read_json(path: str | Path, *, types: dict[str, tuple[type, ...]] | None = None) -> dict[str, Any]:
     """The JSON object in a run-folder file, its ``types`` checked (see :data:`PASSPORT_TYPES`); ``FileNotFoundError``,
     or :class:`Damaged` for anything else (too large, not UTF-8 or JSON, too deep, not an object, a field's type)."""
     name = Path(path).name
-    data = read_bytes(path, max_bytes, within=within)
+    data = read_bytes(path, MAX_JSON_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
