@@ -14,9 +14,31 @@ from trainmeter.api import alert, batch, calibrate, checkpoint, emit, monitor, p
 from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs, trainings
 
-__all__ = ["Run", "StopTraining", "__version__", "alert", "batch", "calibrate", "checkpoint", "compare", "display",
-           "doctor", "emit", "flops_per_token", "load", "load_ipython_extension", "monitor", "peak_flops", "phase",
-           "preload", "runs", "save", "step", "stop", "trainings"]
+__all__ = [
+    "Run",
+    "StopTraining",
+    "__version__",
+    "alert",
+    "batch",
+    "calibrate",
+    "checkpoint",
+    "compare",
+    "display",
+    "doctor",
+    "emit",
+    "flops_per_token",
+    "load",
+    "load_ipython_extension",
+    "monitor",
+    "peak_flops",
+    "phase",
+    "preload",
+    "runs",
+    "save",
+    "step",
+    "stop",
+    "trainings",
+]
 
 _LAZY = {
     "flops_per_token": ("trainmeter.compute.flops", "flops_per_token"),

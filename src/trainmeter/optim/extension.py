@@ -297,8 +297,10 @@ class OptimExtension(ExtensionBase):
                           "source": grad_source, "clip_norm_calls": self.clip.norm_calls,
                           "clip_value_calls": self.clip.value_calls, "missing": self.grad_norm_missing(),
                           "patched": list(self.clip.wrapped)},
-            "sample_every_steps": self.stride, "max_points_per_s": self._max_points_per_s,
-            "loss_ema": {**self.ema.to_dict(), "points": self.ema.count, "rule": RULE}, "rank": self.rank,
+            "sample_every_steps": self.stride,
+            "max_points_per_s": self._max_points_per_s,
+            "loss_ema": {**self.ema.to_dict(), "points": self.ema.count, "rule": RULE},
+            "rank": self.rank,
         }
 
     def charts(self) -> list[dict[str, Any]]:

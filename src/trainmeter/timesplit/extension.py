@@ -286,11 +286,20 @@ class TimeSplit(ExtensionBase):
                         source="phase clock: train"))
         derivation = Derivation(name="data_wait_share", formula="data_wait_s / (train_s + data_wait_s)",
                                 value=share, unit="1", inputs=inputs)
-        return {"data_wait_s": totals.get("data_wait", 0.0), "data_wait_share": share, "batches": self.batches,
-                "loader_wait_s": self.loader_wait_s, "mean_wait_s": ratio(self.loader_wait_s, self.batches),
-                "max_wait_s": self.max_wait_s, "eval_spans": self.eval_spans, "inference_spans": self.inference_spans,
-                "checkpoint_saves": self.checkpoints.saves, "checkpoints": list(self.checkpoints.records),
-                "patched": sorted(set(self.patched)), "derivations": [derivation.to_dict()]}
+        return {
+            "data_wait_s": totals.get("data_wait", 0.0),
+            "data_wait_share": share,
+            "batches": self.batches,
+            "loader_wait_s": self.loader_wait_s,
+            "mean_wait_s": ratio(self.loader_wait_s, self.batches),
+            "max_wait_s": self.max_wait_s,
+            "eval_spans": self.eval_spans,
+            "inference_spans": self.inference_spans,
+            "checkpoint_saves": self.checkpoints.saves,
+            "checkpoints": list(self.checkpoints.records),
+            "patched": sorted(set(self.patched)),
+            "derivations": [derivation.to_dict()],
+        }
 
     def panels(self) -> list[dict[str, Any]]:
         """The "Where the time goes" panel: each phase's share of session time (publisher thread)."""
