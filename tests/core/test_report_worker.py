@@ -171,7 +171,7 @@ def test_a_fold_under_way_at_the_fork_names_no_torn_owner(monkeypatch) -> None:
     try:
         child = ReportWorker.__new__(ReportWorker)  # the child's copy, taken while the fold runs
         child.__dict__.update(worker.__dict__)
-        assert child._busy and child.reset_in_child() is None  # a fold publishes by replacing a reference
+        assert child.running and child.reset_in_child() is None  # a fold publishes by replacing a reference
     finally:
         go.set()
     worker.close()

@@ -309,8 +309,18 @@ class Controls:
         folder = Path(m.run_dir) / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
         stem = files.free_stem(folder, f"step-{step}")
+        control = self._framework
         try:
-            return self._write(folder, stem, step, model)
+            written = control.save_checkpoint(str(folder), stem) if control is not None else None
+            if written:
+                return Path(written), str(getattr(control, "name", "framework"))
+            if model is None:
+                raise Refused("no trained model is known (the first optimizer step names it; one called only inside "
+                              "a torch.compile'd function is not seen: pass tm.monitor(model=...))")
+            if _sharded(model):
+                raise Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
+            optimizer = getattr(m.probes, "primary_optimizer", None)
+            return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
         except Refused:
             raise
         except Exception as exc:
@@ -319,21 +329,6 @@ class Controls:
             if disk is not None:
                 raise Refused(disk) from exc
             raise
-
-    def _write(self, folder: Path, stem: str, step: int, model: Any) -> tuple[Path, str]:
-        control = self._framework
-        if control is not None:
-            written = control.save_checkpoint(str(folder), stem)
-            if written:
-                return Path(written), str(getattr(control, "name", "framework"))
-        if model is None:
-            raise Refused("no trained model is known (the first optimizer step names it; one called only inside a "
-                          "torch.compile'd function is not seen: pass tm.monitor(model=...))")
-        if _sharded(model):
-            raise Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
-        probes = self._m.probes
-        optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
-        return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
 
     def end_status(self, default: str) -> str:
         """``stopped`` when a stop was honoured (a framework ended by its own loop), else ``default``."""

@@ -44,7 +44,8 @@ class _Candidate:
 
 
 class Discovery:
-    """The watched modules (candidates), the optimizers built in the run, and the root chosen among them.
+    """The watched modules (candidates), the optimizers built in the run, and the root chosen among them. Training
+    thread.
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; iterated through
@@ -55,10 +56,7 @@ class Discovery:
         direct_call: torch's ``Module._call_impl`` when the root's fast call may call it itself, else ``None``.
         compiling: Something is or was compiled in the run: torch's own classes are not patched.
         params: The model's parameter counts and the primary optimizer's (``trained``, ``optimizer_tensors``).
-        root_name: The model's class name, or ``None``.
         roots_found, first_step_missed: For the ``tokens_per_step`` provenance.
-
-    Training thread.
     """
 
     def __init__(self, hot: Any, steps: Any, monitor: Any, threads: Any, root_calls: Any, patches: Any) -> None:
@@ -177,9 +175,7 @@ class Discovery:
                 continue
             if len(self.candidates) >= MAX_CANDIDATES:
                 return
-            if id(module) in self.candidates:
-                continue
-            if any(id(p) in trained for p in module.parameters()):
+            if id(module) not in self.candidates and any(id(p) in trained for p in module.parameters()):
                 self.watch(module, force)
         owners = [m for m in modules if id(m) in self.candidates]
         index = most_trained(trained, owners, share=1.0)

@@ -115,7 +115,16 @@ class Lifecycle:
         # a noted SIGTERM (signal context, the watcher) makes the next step boundary a safe point: at_safe_point
         self._terminate = TerminateHandler(run.steps_state.report_now, self._terminate_save_now, self.at_safe_point)
         self._terminate.install()
-        self._start_probes()
+        if self._want_probes and probes_available():
+            from trainmeter.core.probes import TorchProbes
+
+            self.probes = probes = TorchProbes(run)  # set first: a Ctrl-C inside start() still gets them removed
+            try:
+                probes.start()
+            except Exception as exc:
+                run.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
+                probes.stop()
+                self.probes = None
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
         run.steps_state.restart_clock(run.phases.begin())
         # bounded points between reports (docs/spec.md section 18)
@@ -125,20 +134,6 @@ class Lifecycle:
         if record is not None or run.text:
             self.heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
             self.heartbeat.start()
-
-    def _start_probes(self) -> None:
-        if not self._want_probes or not probes_available():
-            return
-        from trainmeter.core.probes import TorchProbes
-
-        probes = TorchProbes(self._run)
-        self.probes = probes  # set first: a Ctrl-C inside start() still gets them removed
-        try:
-            probes.start()
-        except Exception as exc:
-            self._run.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
-            probes.stop()
-            self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         """End the run, each part once, Ctrl-C held back (then raised as KeyboardInterrupt)."""

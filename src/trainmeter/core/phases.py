@@ -67,8 +67,7 @@ class PhaseClock:
 
     def take_window_train_s(self) -> float:
         """Return and reset the window's closed training seconds."""
-        window = self.window_train_s
-        self.window_train_s = 0.0
+        window, self.window_train_s = self.window_train_s, 0.0
         return window
 
     def totals_now(self) -> dict[str, float]:

@@ -12,8 +12,8 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from contextlib import suppress
 
+from trainmeter.core.faults import quietly
 from trainmeter.core.threads import OurThread
 
 MAX_JOBS = 256
@@ -51,9 +51,7 @@ class ReportWorker:
         self._pid = os.getpid()
         self._cond = threading.Condition(threading.Lock())
         self._jobs: deque[tuple[str, Job]] = deque()
-        self._busy = False
-        self._owner: str | None = None  # the owner of the job running (None: the folds, safe beside a fork)
-        self._fold_owner: str | None = None  # the owner of the fold running
+        self._running: tuple[str, str] | None = None  # (owner, "job" or "fold") running now; a fold is safe at a fork
         self._held_for_fork = False
         self._closed = False
         self._stuck = False
@@ -118,7 +116,7 @@ class ReportWorker:
             return True  # none, or a job asking: it runs after the ones before it already
         with self._cond:
             wait_s = self.wait_left_s() if timeout_s is None else timeout_s
-            return self._cond.wait_for(lambda: not self._jobs and not self._busy, wait_s)
+            return self._cond.wait_for(lambda: not self._jobs and self._running is None, wait_s)
 
     def on_worker_thread(self) -> bool:
         """Whether the caller is the worker's thread (a job running). Any thread."""
@@ -127,12 +125,8 @@ class ReportWorker:
     accepting = property(lambda self: self.threaded and not (self._closed or self._stuck) and os.getpid() == self._pid,
                          doc="Whether a job submitted now would run later on the worker's thread. Any thread.")
 
-    @property
-    def running(self) -> tuple[str, str] | None:
-        """``(owner, "job" or "fold")`` of what the worker's thread runs now, else ``None``. Any thread."""
-        if not self._busy:
-            return None
-        return (self._owner, "job") if self._owner is not None else (self._fold_owner or "?", "fold")
+    running = property(lambda self: self._running,
+                       doc='``(owner, "job" or "fold")`` the worker\'s thread runs now, else ``None``. Any thread.')
 
     thread = property(lambda self: self._thread, doc="The worker's thread, while it runs.")
 
@@ -148,7 +142,8 @@ class ReportWorker:
             if owner not in self.disabled:
                 self._run(owner, job)
 
-    pending = property(lambda self: len(self._jobs) + int(self._busy), doc="Jobs waiting or running (0 once drained).")
+    pending = property(lambda self: len(self._jobs) + (self._running is not None),
+                       doc="Jobs waiting or running (0 once drained).")
 
     def close(self, timeout_s: float | None = None) -> None:
         """Run what is queued, then end the thread (``timeout_s`` as :meth:`drain`'s); later jobs run at once."""
@@ -167,7 +162,7 @@ class ReportWorker:
                 or not self._cond.acquire(timeout=wait_s)):
             return
         self._held_for_fork = True
-        self._cond.wait_for(lambda: not self._busy, wait_s)
+        self._cond.wait_for(lambda: self._running is None, wait_s)
 
     def release_after_fork(self) -> None:
         """After a fork, in the parent: let the worker go on."""
@@ -178,9 +173,9 @@ class ReportWorker:
     def reset_in_child(self) -> str | None:
         """After a fork, in the child: a fresh worker of its own; the owner whose job was under way at the fork,
         else ``None`` (a fold under way tore nothing)."""
-        torn = self._owner if self._busy else None
+        running = self._running
         self._reset()
-        return torn
+        return running[0] if running is not None and running[1] == "job" else None
 
     def _declare_stuck(self) -> None:
         """A full queue that did not move for ``STUCK_AFTER_S`` (caller holds the lock)."""
@@ -188,7 +183,7 @@ class ReportWorker:
         owners = sorted({owner for owner, _ in self._jobs})
         self._jobs.clear()
         self._cond.notify_all()
-        self._fault("report-worker", RuntimeError(
+        quietly(self._on_fault, "report-worker", RuntimeError(
             f"the report worker made no progress for {STUCK_AFTER_S:.0f} s with {self._max_jobs} jobs queued; "
             f"the report work of {', '.join(owners) or 'no wing'} stopped"))
 
@@ -199,19 +194,17 @@ class ReportWorker:
                 if self._thread is not threading.current_thread():
                     return  # given up (abandon) or began after its start was given up (_start)
                 if not cond.wait_for(lambda: self._jobs or self._closed, self._fold_every_s if self._folds else None):
-                    job = None  # idle for the fold period: the folds
-                    self._owner = None
+                    job, self._running = None, ("?", "fold")  # idle for the fold period: the folds
                 elif not self._jobs:
                     return  # closed and empty
                 else:
                     owner, job = self._jobs.popleft()
-                    self._owner = owner
-                self._busy = True
+                    self._running = (owner, "job")
             try:
                 if job is None:  # the folds
                     for owner, fold in list(self._folds):
                         if owner not in self.disabled:
-                            self._fold_owner = owner
+                            self._running = (owner, "fold")
                             self._run(owner, fold)
                 elif owner not in self.disabled:
                     self._run(owner, job)
@@ -219,7 +212,7 @@ class ReportWorker:
                 return
             finally:
                 with cond:
-                    self._busy = False
+                    self._running = None
                     cond.notify_all()
 
     def _run(self, owner: str, job: Job) -> None:
@@ -227,9 +220,4 @@ class ReportWorker:
             job()
         except Exception as exc:  # a wing's fault disables that wing's jobs, never the worker or the loop
             self.disabled.add(owner)
-            self._fault(owner, exc)
-
-    def _fault(self, owner: str, exc: BaseException) -> None:
-        if self._on_fault is not None:
-            with suppress(Exception):
-                self._on_fault(owner, exc)
+            quietly(self._on_fault, owner, exc)
