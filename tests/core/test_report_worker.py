@@ -54,8 +54,9 @@ def test_unthreaded_runs_each_job_at_once_in_the_caller() -> None:
 
 def test_a_full_queue_that_does_not_move_is_declared_stuck_and_submits_return(monkeypatch) -> None:
     monkeypatch.setattr(report_worker, "STUCK_AFTER_S", 0.05)
+    monkeypatch.setattr(report_worker, "MAX_JOBS", 2)
     faults, gate = [], threading.Event()
-    worker = ReportWorker(max_jobs=2, on_fault=lambda owner, exc: faults.append((owner, str(exc))))
+    worker = ReportWorker(on_fault=lambda owner, exc: faults.append((owner, str(exc))))
     worker.submit("hang", lambda: gate.wait(10))
     worker.submit("curves", lambda: None)
     worker.submit("verdicts", lambda: None)

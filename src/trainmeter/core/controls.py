@@ -116,8 +116,7 @@ class Controls:
 
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
-        m = self._m
-        return m.status == "running" and not m.lifecycle.finished
+        return self._m.status == "running" and not self._m.lifecycle.finished
 
     def request_stop(self, by: str) -> bool:
         """Ask every lane to stop after its next optimizer step; whether the run took it."""
@@ -213,17 +212,16 @@ class Controls:
         """Stop lane 1 now (the framework's stop, else :class:`StopTraining`), every other lane after its next step."""
         step = self._m.steps_state.steps  # lane 1's step (the run's while it trains alone)
         self._ask_lanes(by, requested_at_step)
-        control = self._framework
+        control, via = self._framework, None
         if control is not None:
             try:
-                if control.request_stop():
-                    self._stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")),
-                                               requested_at_step=requested_at_step)
-                    return
+                via = str(getattr(control, "name", "framework")) if control.request_stop() else None
             except Exception as exc:
                 self._m.warn_once("control-stop", f"the framework's stop failed ({exc!r}); stopping the loop instead")
-        self._stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
-        raise_stop(by, step, self._m.lanes.quiet_stop)
+        self._stopped = StopRecord(by=by, step=step, via="StopTraining" if via is None else via,
+                                   requested_at_step=requested_at_step)
+        if via is None:
+            raise_stop(by, step, self._m.lanes.quiet_stop)
 
     def lane1_stop_step(self) -> int | None:
         """The step lane 1 stopped at, ``None`` when it did not. Any thread."""

@@ -321,9 +321,8 @@ class Discovery:
         if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
             # DISCOVERY_STEPS steps and KEEP_OTHERS_S seconds at least, looked at again every DISCOVERY_STEPS steps
             self._monitor.at_step(self._steps.steps + DISCOVERY_STEPS, lambda: self.drop_others(final=True))
-        for cls, attr in list(self._patched_classes):
-            if attr == "__call__":
-                self._unpatch_class(cls)
+        for cls, _attr in list(self._patched_classes):
+            self._unpatch_class(cls)  # its __call__ patch only
 
     def _set_root(self, module: Any) -> None:
         if id(module) not in self.candidates:

@@ -145,8 +145,7 @@ class Dispatcher:
         self._watching = [e for e in self._watching if e in self.extensions]
         self._phase_watchers = tuple(e for e in self._phase_watchers if e in self.extensions)
         self._reporters = None
-        if self._monitor is not None:
-            self._arm_steps()
+        self._arm_steps()
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, monitor: Any) -> None:

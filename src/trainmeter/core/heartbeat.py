@@ -33,9 +33,7 @@ class Heartbeat:
         self._step_since_s = 0.0
         self._reports = -1
         self._report_s = 0.0
-        self._beat_s = float("-inf")
-        self._look_s = float("-inf")
-        self._text_s = float("-inf")
+        self._beat_s = self._look_s = self._text_s = float("-inf")
 
     def start(self) -> None:
         """Start the thread (training thread; returns at once)."""

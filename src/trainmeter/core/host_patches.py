@@ -274,12 +274,11 @@ def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | Non
     not imported. A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``)."""
     real = modules is None or modules is sys.modules
     modules = sys.modules if modules is None else modules
-    parts = dotted.split(".")
-    obj = modules.get(parts[0])
+    name, *attrs = dotted.split(".")
+    obj = modules.get(name)
     if obj is None:
         return None
-    name = parts[0]
-    for attr in parts[1:]:
+    for attr in attrs:
         name = f"{name}.{attr}"
         if name in modules:
             obj = modules[name]
@@ -314,9 +313,7 @@ class _PublicCompileFlag:
     def __init__(self, is_compiling: Callable[[], bool]) -> None:
         self._is_compiling = is_compiling
 
-    @property
-    def _is_compiling_flag(self) -> bool:
-        return bool(self._is_compiling())
+    _is_compiling_flag = property(lambda self: bool(self._is_compiling()))
 
 
 def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:

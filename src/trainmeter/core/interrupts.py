@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.faults import quietly
 from trainmeter.core.threads import OurThread
 
 _SIGNAL_ERRORS = (ValueError, OSError, TypeError, RuntimeError)
@@ -92,12 +93,10 @@ class HeldInterrupts:
             return
         self.pending = False
         previous = self._previous
-        if previous is signal.SIG_IGN:
-            return
         if callable(previous):
             previous(signal.SIGINT, self._frame)
-            return
-        raise KeyboardInterrupt
+        elif previous is not signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[str, Exception], None], *,
@@ -115,8 +114,7 @@ def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[st
                 interrupted = True
                 continue
             except Exception as exc:
-                with suppress(Exception):  # a warning must not stop the parts
-                    warn(key, exc)
+                quietly(warn, key, exc)  # a warning must not stop the parts
             break
         if index == 0 and needs_first and not done:
             break
@@ -160,8 +158,7 @@ class TerminateHandler:
         installed, self._previous = swap_handler(signal.SIGTERM, self._handle)
         if not installed:
             return False
-        previous = self._previous
-        self.ends = previous is not signal.SIG_IGN and not callable(previous)
+        self.ends = self._previous is not signal.SIG_IGN and not callable(self._previous)
         self._installed = True
         _INSTALLED = self
         _register_at_exit()
@@ -272,8 +269,7 @@ class TerminateHandler:
             if signal.SIGTERM in data:
                 break
         self.pending = True
-        with suppress(Exception):
-            self._on_request()
+        quietly(self._on_request)
         if self._done.wait(SAFE_POINT_WAIT_S):
             return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
         save = self._save_now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -219,7 +220,6 @@ class Lifecycle:
         run = self._run
         if self.finish_imports is not None:
             run.guard("finish-imports", self.finish_imports)
-        worker = run.reporter.worker
         claim = threading.Lock()  # whichever thread takes it writes: the worker, or this one after the wait
         failed: list[Exception] = []
 
@@ -230,7 +230,7 @@ class Lifecycle:
                 except Exception as exc:
                     failed.append(exc)
 
-        worker.submit("passport", job)
+        run.reporter.worker.submit("passport", job)
         # the worker did not take it (stuck, disabled, or not yet), or the end gave up on it under way
         if not self._wait_for_worker("passport") or claim.acquire(blocking=False):
             run.record_sink.write_passport(run.context)
@@ -321,6 +321,4 @@ class Lifecycle:
 
 def probes_available() -> bool:
     """Whether torch is importable (the probes need it); imports nothing."""
-    import importlib.util
-
     return "torch" in sys.modules or importlib.util.find_spec("torch") is not None

@@ -40,9 +40,7 @@ def _attribute_values(value: Any) -> list[Any]:
         attrs = object.__getattribute__(value, "__dict__")
     except Exception:  # no __dict__ (slots), or an object that refuses to be looked at
         return []
-    if type(attrs) is dict and len(attrs) <= MAX_ATTRS:
-        return list(attrs.values())
-    return []
+    return list(attrs.values()) if type(attrs) is dict and len(attrs) <= MAX_ATTRS else []
 
 
 def _instance(value: Any, kind: Any) -> bool:
@@ -127,9 +125,7 @@ def most_trained(trained: dict[int, int], modules: list[Any], called: frozenset[
         key = (overlap, id(module) in called, sum(1 for _ in module.modules()))
         if overlap and (best is None or key > best[:3]):
             best = (*key, index)
-    if best is None or best[0] < share * sum(trained.values()):
-        return None
-    return best[3]
+    return None if best is None or best[0] < share * sum(trained.values()) else best[3]
 
 
 MODEL_SHARE = 0.5  # the model holds at least this share of the optimizer's parameters: a head never is the model

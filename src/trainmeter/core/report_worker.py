@@ -26,7 +26,6 @@ THREAD_NAME = "trainmeter-report-worker"
 REPORT_JOB = "report"  # the owner of a steady report's own job: it runs every report_on_worker wing's on_report
 
 Job = Callable[[], None]
-OnFault = Callable[[str, BaseException], None]
 
 
 def fold_every_s(interval_s: float) -> float:
@@ -38,12 +37,11 @@ class ReportWorker:
     """Runs submitted jobs in order on one daemon thread; ``on_fault(owner, exc)`` when a job raises or
     ``("report-worker", exc)`` when it is stuck; ``report_interval_s`` sets the fold period (:func:`fold_every_s`)."""
 
-    def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS,
+    def __init__(self, *, threaded: bool = True, on_fault: Callable[[str, BaseException], None] | None = None,
                  report_interval_s: float | None = None) -> None:
         self.threaded = threaded
         self._fold_every_s = FOLD_EVERY_S if report_interval_s is None else fold_every_s(report_interval_s)
         self._on_fault = on_fault
-        self._max_jobs = max_jobs
         self.wait_left_s: Callable[[], float] = lambda: DRAIN_TIMEOUT_S  # a wait's default bound (the run's end's)
         self._reset()
 
@@ -75,8 +73,8 @@ class ReportWorker:
             self._run(owner, job)  # unthreaded, closed, or a job's own job: after every job before it already
             return
         with self._cond:
-            if len(self._jobs) >= self._max_jobs and not self._cond.wait_for(
-                    lambda: len(self._jobs) < self._max_jobs, STUCK_AFTER_S):
+            if len(self._jobs) >= MAX_JOBS and not self._cond.wait_for(
+                    lambda: len(self._jobs) < MAX_JOBS, STUCK_AFTER_S):
                 self._declare_stuck()
                 return
             self._jobs.append((owner, job))
@@ -184,7 +182,7 @@ class ReportWorker:
         self._jobs.clear()
         self._cond.notify_all()
         quietly(self._on_fault, "report-worker", RuntimeError(
-            f"the report worker made no progress for {STUCK_AFTER_S:.0f} s with {self._max_jobs} jobs queued; "
+            f"the report worker made no progress for {STUCK_AFTER_S:.0f} s with {MAX_JOBS} jobs queued; "
             f"the report work of {', '.join(owners) or 'no wing'} stopped"))
 
     def _loop(self) -> None:

@@ -53,10 +53,8 @@ class Reporter:
 
     opened_worker: ReportWorker | None = None  # the worker if one was made (the fork handlers: docs/spec.md §19)
 
-    @property
-    def worker(self) -> ReportWorker:
-        """The run's report worker (threaded with the real clock). Any thread."""
-        return self.opened_worker or self.open_worker()
+    worker = property(lambda self: self.opened_worker or self.open_worker(),
+                      doc="The run's report worker (threaded with the real clock). Any thread.")
 
     def open_worker(self) -> ReportWorker:
         """Make the worker (at start, on the training thread; its thread starts at the first job)."""
