@@ -225,10 +225,8 @@ class Discovery:
     def on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A watched module's outermost call on lane 1's thread (the call wrapper's general path)."""
         hot = self._hot
-        if hot.paused_in(get_ident()):
-            return  # our own FLOP count runs in this thread (another thread's training goes on, counted)
-        if not (lightning or self._torch.is_grad_enabled()):
-            return
+        if hot.paused_in(get_ident()) or not (lightning or self._torch.is_grad_enabled()):
+            return  # paused: our own FLOP count runs in this thread (another thread's training goes on, counted)
         candidate = self.candidates.get(id(module))
         if candidate is None or candidate.ref() is not module:
             return
