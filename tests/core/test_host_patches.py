@@ -106,9 +106,9 @@ def test_a_switched_off_entry_is_refused_at_install_and_says_why(monkeypatch: py
     monkeypatch.setenv("TRAINMETER_DISABLE", "taps")
     said: list[str] = []
     assert not host_patches.allow("taps", lambda key, message: said.append(message))
-    assert host_patches.refused("taps") == "switched off by TRAINMETER_DISABLE" and said == []
+    assert host_patches._refused.get("taps") == "switched off by TRAINMETER_DISABLE" and said == []
     monkeypatch.delenv("TRAINMETER_DISABLE")
-    assert host_patches.allow("taps") and host_patches.refused("taps") is None
+    assert host_patches.allow("taps") and host_patches._refused.get("taps") is None
 
 
 def test_a_missing_private_name_refuses_that_entry_once_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,9 +143,9 @@ def test_without_the_private_compile_flag_the_public_check_stands_in() -> None:
     compiler.compiling = True
     assert owner._is_compiling_flag is True
     assert said and "torch.compiler.is_compiling()" in said[0]
-    assert "torch.compiler.is_compiling()" in (host_patches.refused("call-wrapper") or "")
+    assert "torch.compiler.is_compiling()" in (host_patches._refused.get("call-wrapper") or "")
     present = type("WithFlag", (), {"_is_compiling_flag": False})()
-    assert compile_flag_owner(present) is present and host_patches.refused("call-wrapper") is None
+    assert compile_flag_owner(present) is present and host_patches._refused.get("call-wrapper") is None
 
 
 def test_training_runs_and_counts_batches_when_torch_has_no_private_compile_flag(

@@ -54,8 +54,9 @@ def test_unthreaded_runs_each_job_at_once_in_the_caller() -> None:
 
 def test_a_full_queue_that_does_not_move_is_declared_stuck_and_submits_return(monkeypatch) -> None:
     monkeypatch.setattr(report_worker, "STUCK_AFTER_S", 0.05)
+    monkeypatch.setattr(report_worker, "MAX_JOBS", 2)
     faults, gate = [], threading.Event()
-    worker = ReportWorker(max_jobs=2, on_fault=lambda owner, exc: faults.append((owner, str(exc))))
+    worker = ReportWorker(on_fault=lambda owner, exc: faults.append((owner, str(exc))))
     worker.submit("hang", lambda: gate.wait(10))
     worker.submit("curves", lambda: None)
     worker.submit("verdicts", lambda: None)
@@ -171,7 +172,7 @@ def test_a_fold_under_way_at_the_fork_names_no_torn_owner(monkeypatch) -> None:
     try:
         child = ReportWorker.__new__(ReportWorker)  # the child's copy, taken while the fold runs
         child.__dict__.update(worker.__dict__)
-        assert child._busy and child.reset_in_child() is None  # a fold publishes by replacing a reference
+        assert child.running and child.reset_in_child() is None  # a fold publishes by replacing a reference
     finally:
         go.set()
     worker.close()

@@ -27,7 +27,6 @@ class FakeClock:
         self.now_s = float(start_s)
 
     def __call__(self) -> float:
-        """Return the current fake time in seconds."""
         return self.now_s
 
     def advance(self, seconds: float) -> None:

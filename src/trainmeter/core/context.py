@@ -68,10 +68,8 @@ class RunContext:
     def __init__(self, monitor: Any) -> None:
         set_ = object.__setattr__
         set_(self, "_m", monitor)
-        for name in BOUND:
-            set_(self, name, getattr(monitor, name))
-        for name, path in PARTS.items():
-            set_(self, name, attrgetter(path)(monitor))
+        for name in (*BOUND, *PARTS):
+            set_(self, name, attrgetter(PARTS.get(name, name))(monitor))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"the run context is read-only ({name})")
@@ -148,7 +146,7 @@ class RunContext:
 
     def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         """The header's progress bar: the first wing's that is not ``None``."""
-        return self._m.dispatch.first("progress_bar", recent)
+        return next((got for _, got in self._m.dispatch.each("progress_bar", recent) if got is not None), None)
 
 
 PUBLISHED = frozenset(n for n in vars(RunContext) if not n.startswith("_"))  # tests/test_layout.py checks against it

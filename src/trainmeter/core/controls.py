@@ -116,8 +116,7 @@ class Controls:
 
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
-        m = self._m
-        return m.status == "running" and not m.lifecycle.finished
+        return self._m.status == "running" and not self._m.lifecycle.finished
 
     def request_stop(self, by: str) -> bool:
         """Ask every lane to stop after its next optimizer step; whether the run took it."""
@@ -213,17 +212,16 @@ class Controls:
         """Stop lane 1 now (the framework's stop, else :class:`StopTraining`), every other lane after its next step."""
         step = self._m.steps_state.steps  # lane 1's step (the run's while it trains alone)
         self._ask_lanes(by, requested_at_step)
-        control = self._framework
+        control, via = self._framework, None
         if control is not None:
             try:
-                if control.request_stop():
-                    self._stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")),
-                                               requested_at_step=requested_at_step)
-                    return
+                via = str(getattr(control, "name", "framework")) if control.request_stop() else None
             except Exception as exc:
                 self._m.warn_once("control-stop", f"the framework's stop failed ({exc!r}); stopping the loop instead")
-        self._stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
-        raise_stop(by, step, self._m.lanes.quiet_stop)
+        self._stopped = StopRecord(by=by, step=step, via="StopTraining" if via is None else via,
+                                   requested_at_step=requested_at_step)
+        if via is None:
+            raise_stop(by, step, self._m.lanes.quiet_stop)
 
     def lane1_stop_step(self) -> int | None:
         """The step lane 1 stopped at, ``None`` when it did not. Any thread."""
@@ -309,8 +307,18 @@ class Controls:
         folder = Path(m.run_dir) / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
         stem = files.free_stem(folder, f"step-{step}")
+        control = self._framework
         try:
-            return self._write(folder, stem, step, model)
+            written = control.save_checkpoint(str(folder), stem) if control is not None else None
+            if written:
+                return Path(written), str(getattr(control, "name", "framework"))
+            if model is None:
+                raise Refused("no trained model is known (the first optimizer step names it; one called only inside "
+                              "a torch.compile'd function is not seen: pass tm.monitor(model=...))")
+            if _sharded(model):
+                raise Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
+            optimizer = getattr(m.probes, "primary_optimizer", None)
+            return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
         except Refused:
             raise
         except Exception as exc:
@@ -319,21 +327,6 @@ class Controls:
             if disk is not None:
                 raise Refused(disk) from exc
             raise
-
-    def _write(self, folder: Path, stem: str, step: int, model: Any) -> tuple[Path, str]:
-        control = self._framework
-        if control is not None:
-            written = control.save_checkpoint(str(folder), stem)
-            if written:
-                return Path(written), str(getattr(control, "name", "framework"))
-        if model is None:
-            raise Refused("no trained model is known (the first optimizer step names it; one called only inside a "
-                          "torch.compile'd function is not seen: pass tm.monitor(model=...))")
-        if _sharded(model):
-            raise Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
-        probes = self._m.probes
-        optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
-        return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
 
     def end_status(self, default: str) -> str:
         """``stopped`` when a stop was honoured (a framework ended by its own loop), else ``default``."""

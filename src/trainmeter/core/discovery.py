@@ -44,7 +44,8 @@ class _Candidate:
 
 
 class Discovery:
-    """The watched modules (candidates), the optimizers built in the run, and the root chosen among them.
+    """The watched modules (candidates), the optimizers built in the run, and the root chosen among them. Training
+    thread.
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; iterated through
@@ -55,10 +56,7 @@ class Discovery:
         direct_call: torch's ``Module._call_impl`` when the root's fast call may call it itself, else ``None``.
         compiling: Something is or was compiled in the run: torch's own classes are not patched.
         params: The model's parameter counts and the primary optimizer's (``trained``, ``optimizer_tensors``).
-        root_name: The model's class name, or ``None``.
         roots_found, first_step_missed: For the ``tokens_per_step`` provenance.
-
-    Training thread.
     """
 
     def __init__(self, hot: Any, steps: Any, monitor: Any, threads: Any, root_calls: Any, patches: Any) -> None:
@@ -177,9 +175,7 @@ class Discovery:
                 continue
             if len(self.candidates) >= MAX_CANDIDATES:
                 return
-            if id(module) in self.candidates:
-                continue
-            if any(id(p) in trained for p in module.parameters()):
+            if id(module) not in self.candidates and any(id(p) in trained for p in module.parameters()):
                 self.watch(module, force)
         owners = [m for m in modules if id(m) in self.candidates]
         index = most_trained(trained, owners, share=1.0)
@@ -229,10 +225,8 @@ class Discovery:
     def on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A watched module's outermost call on lane 1's thread (the call wrapper's general path)."""
         hot = self._hot
-        if hot.paused_in(get_ident()):
-            return  # our own FLOP count runs in this thread (another thread's training goes on, counted)
-        if not (lightning or self._torch.is_grad_enabled()):
-            return
+        if hot.paused_in(get_ident()) or not (lightning or self._torch.is_grad_enabled()):
+            return  # paused: our own FLOP count runs in this thread (another thread's training goes on, counted)
         candidate = self.candidates.get(id(module))
         if candidate is None or candidate.ref() is not module:
             return
@@ -325,9 +319,8 @@ class Discovery:
         if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
             # DISCOVERY_STEPS steps and KEEP_OTHERS_S seconds at least, looked at again every DISCOVERY_STEPS steps
             self._monitor.at_step(self._steps.steps + DISCOVERY_STEPS, lambda: self.drop_others(final=True))
-        for cls, attr in list(self._patched_classes):
-            if attr == "__call__":
-                self._unpatch_class(cls)
+        for cls, _attr in list(self._patched_classes):
+            self._unpatch_class(cls)  # its __call__ patch only
 
     def _set_root(self, module: Any) -> None:
         if id(module) not in self.candidates:

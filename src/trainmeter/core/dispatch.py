@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Collection, Iterable
-from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.extension import ExtensionBase, Report, RequirementError, order_extensions
+from trainmeter.core.faults import quietly
 from trainmeter.core.report_worker import REPORT_JOB
 
 # warning keys as the run has always named them (tests and passports read them)
@@ -60,15 +60,10 @@ class Dispatcher:
         self._abandoned: threading.Thread | None = None  # the thread the run's end gave up on
 
     # -- the policy ----------------------------------------------------------------------
-    def _say(self, key: str, message: str) -> None:
-        if self._warn is not None:
-            with suppress(Exception):
-                self._warn(key, message)
-
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
         key = f"{_KEY.get(event, event)}-{getattr(ext, 'name', ext)}"
         self._off.add((id(ext), event))
-        self._say(key, f"{key} failed and was disabled: {exc!r}")
+        quietly(self._warn, key, f"{key} failed and was disabled: {exc!r}")
 
     def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
         return None if (id(ext), event) in self._off else getattr(ext, event, None)
@@ -104,8 +99,8 @@ class Dispatcher:
             return
         name = getattr(ext, "name", ext)
         self.disable(name, but=("stop",))  # its threads are still stopped at the end
-        self._say(f"held-{name}", f"extension {name!r} held the training thread {held_s:.1f} s in {event} (bound "
-                  f"{HOOK_BOUND_S:g} s) and was disabled")
+        quietly(self._warn, f"held-{name}", f"extension {name!r} held the training thread {held_s:.1f} s in {event} "
+                f"(bound {HOOK_BOUND_S:g} s) and was disabled")
 
     def calling(self, thread: threading.Thread | None) -> tuple[str, str] | None:
         """``(wing, event)`` of the call under way in ``thread``, else ``None``. Any thread."""
@@ -133,10 +128,6 @@ class Dispatcher:
         """The items of every extension's list-valued ``event`` (``warnings``, ``tiles``, ...), in order."""
         return [x for _, got in self.each(event) for x in (got or []) if x is not None]
 
-    def first(self, event: str, *args: Any) -> Any:
-        """The first non-``None`` result of ``event(*args)`` (``progress_bar``)."""
-        return next((got for _, got in self.each(event, *args) if got is not None), None)
-
     # -- lookups ---------------------------------------------------------------------------
     def find(self, name: str) -> Any:
         """The extension called ``name``, or ``None`` (for the wiring and tests; wings use :meth:`view`)."""
@@ -154,15 +145,14 @@ class Dispatcher:
         self._watching = [e for e in self._watching if e in self.extensions]
         self._phase_watchers = tuple(e for e in self._phase_watchers if e in self.extensions)
         self._reporters = None
-        if self._monitor is not None:
-            self._arm_steps()
+        self._arm_steps()
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, monitor: Any) -> None:
         """``start(monitor.context)`` on each extension in order; then the step schedule is armed."""
         self._monitor = monitor
         if self.order_error:
-            self._say("extension-order", self.order_error)
+            quietly(self._warn, "extension-order", self.order_error)
         for ext in self.extensions:
             self._started.append(ext)
             self._call(ext, "start", monitor.context)
@@ -218,8 +208,8 @@ class Dispatcher:
                            else getattr(e, "name", None) == torn))
         if left:
             self.drop(left)
-            self._say("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under way on "
-                      "the report worker at the fork)")
+            quietly(self._warn, "fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under "
+                    "way on the report worker at the fork)")
         self.each("after_fork_in_child", monitor.context)
         self._arm_steps()
 

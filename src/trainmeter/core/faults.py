@@ -72,6 +72,13 @@ class Faults:
         self.suppressed = 0
 
 
+def quietly(fn: Callable[..., Any] | None, *args: Any) -> None:
+    """``fn(*args)`` unless ``fn`` is ``None``, its exception swallowed: a warning never raises into what it reports."""
+    if fn is not None:
+        with suppress(Exception):
+            fn(*args)
+
+
 def fault_site(exc: BaseException) -> str:
     """`` at <file>:<line>`` of the innermost frame ``exc`` was raised in (a fault's warning says where), else ``""``."""
     tb = exc.__traceback__

@@ -8,7 +8,6 @@ from typing import Any
 
 
 def fresh_in_child(namespace: dict[str, Any], name: str) -> None:
-    """Replace ``namespace[name]`` (a module's ``globals()``, read at each use) by a new lock in every forked
-    child."""
+    """Replace ``namespace[name]`` (a module's ``globals()``, read at each use) by a new lock in every forked child."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: namespace.__setitem__(name, threading.Lock()))

@@ -21,22 +21,19 @@ class Heartbeat:
     """Notes ``monitor``'s step counter once a tick; writes a heartbeat when no report came for ``interval_s`` and
     ``say``s a text line at most every ``text_every_s``. :meth:`beat` only reads the run."""
 
-    def __init__(self, monitor: Any, interval_s: float, say: Callable[[str], None], *, tick_s: float = TICK_S,
-                 text_every_s: float = TEXT_EVERY_S) -> None:
+    def __init__(self, monitor: Any, interval_s: float, say: Callable[[str], None]) -> None:
         self._m = monitor
         self._say = say
         self.interval_s = interval_s
-        self.tick_s = min(tick_s, interval_s)
-        self.text_every_s = max(text_every_s, interval_s)
+        self.tick_s = min(TICK_S, interval_s)
+        self.text_every_s = max(TEXT_EVERY_S, interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._steps = -1
         self._step_since_s = 0.0
         self._reports = -1
         self._report_s = 0.0
-        self._beat_s = float("-inf")
-        self._look_s = float("-inf")
-        self._text_s = float("-inf")
+        self._beat_s = self._look_s = self._text_s = float("-inf")
 
     def start(self) -> None:
         """Start the thread (training thread; returns at once)."""

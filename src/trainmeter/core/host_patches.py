@@ -14,9 +14,10 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
+
+from trainmeter.core.faults import quietly
 
 DISABLE_ENV = "TRAINMETER_DISABLE"
 COMPILE_FLAG = "torch.compiler._is_compiling_flag"
@@ -194,11 +195,6 @@ _refused: dict[str, str] = {}  # key -> why the last install refused it (doctor)
 _said_unknown: set[str] = set()
 
 
-def entry(key: str) -> HostPatch:
-    """The entry named ``key`` (``KeyError`` for an unlisted one)."""
-    return _BY_KEY[key]
-
-
 def unknown_keys(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The keys of ``TRAINMETER_DISABLE`` that name no entry."""
     return tuple(k for k in _keys(env)[1] if k not in _BY_KEY)
@@ -210,7 +206,9 @@ def disabled(env: Mapping[str, str] | None = None) -> frozenset[str]:
     unknown = [k for k in keys if k not in _BY_KEY]
     if unknown and raw not in _said_unknown:
         _said_unknown.add(raw)
-        warnings.warn(unknown_message(unknown), RuntimeWarning, stacklevel=2)
+        names = ", ".join(repr(k) for k in unknown)
+        warnings.warn(f"trainmeter: {DISABLE_ENV} names unknown key(s) {names}; the valid keys are: {', '.join(KEYS)}",
+                      RuntimeWarning, stacklevel=2)
     return frozenset(k for k in keys if k in _BY_KEY)
 
 
@@ -227,12 +225,6 @@ def blind_message(env: Mapping[str, str] | None = None) -> str | None:
             f"run is blind to its training; remove it from {DISABLE_ENV}, or count steps with tm.step()")
 
 
-def unknown_message(unknown: Any) -> str:
-    """The warning for unknown ``TRAINMETER_DISABLE`` keys, naming the valid ones."""
-    names = ", ".join(repr(k) for k in unknown)
-    return f"trainmeter: {DISABLE_ENV} names unknown key(s) {names}; the valid keys are: {', '.join(KEYS)}"
-
-
 def _keys(env: Mapping[str, str] | None) -> tuple[str, list[str]]:
     """``TRAINMETER_DISABLE``'s value and its keys, lower case."""
     raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
@@ -241,7 +233,7 @@ def _keys(env: Mapping[str, str] | None) -> tuple[str, list[str]]:
 
 def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
     """Whether ``key`` is not switched off by ``TRAINMETER_DISABLE``."""
-    entry(key)
+    _BY_KEY[key]  # KeyError for an unlisted key
     return key not in disabled(env)
 
 
@@ -252,31 +244,20 @@ def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
         _refused[key] = f"switched off by {DISABLE_ENV}"
         return False
     result = check(key)
-    patch = entry(key)
+    patch = _BY_KEY[key]
     if result.ok is False and patch.fallback is None:
         _refused[key] = result.detail
-        _say(warn, key, f"{key} is not installed: {result.detail}")
+        quietly(warn, f"host-patch-{key}", f"{key} is not installed: {result.detail}")
         return False
     _refused.pop(key, None)
     if result.ok is False:
-        _say(warn, key, f"{key}: {result.detail}; {patch.fallback}")
+        quietly(warn, f"host-patch-{key}", f"{key}: {result.detail}; {patch.fallback}")
     return True
-
-
-def _say(warn: Callable[[str, str], None] | None, key: str, message: str) -> None:
-    if warn is not None:
-        with suppress(Exception):  # a warning never raises into an install
-            warn(f"host-patch-{key}", message)
-
-
-def refused(key: str) -> str | None:
-    """Why the last install in this process refused ``key``, else ``None``."""
-    return _refused.get(key)
 
 
 def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
     """Look up the entry's private names now (a private module not imported yet is left for later)."""
-    private = entry(key).private
+    private = _BY_KEY[key].private
     if not private:
         return PatchCheck(ok=True, detail="public API only")
     found = {dotted: resolve(dotted, sys.modules if modules is None else modules) for dotted in private}
@@ -293,12 +274,11 @@ def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | Non
     not imported. A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``)."""
     real = modules is None or modules is sys.modules
     modules = sys.modules if modules is None else modules
-    parts = dotted.split(".")
-    obj = modules.get(parts[0])
+    name, *attrs = dotted.split(".")
+    obj = modules.get(name)
     if obj is None:
         return None
-    name = parts[0]
-    for attr in parts[1:]:
+    for attr in attrs:
         name = f"{name}.{attr}"
         if name in modules:
             obj = modules[name]
@@ -333,9 +313,7 @@ class _PublicCompileFlag:
     def __init__(self, is_compiling: Callable[[], bool]) -> None:
         self._is_compiling = is_compiling
 
-    @property
-    def _is_compiling_flag(self) -> bool:
-        return bool(self._is_compiling())
+    _is_compiling_flag = property(lambda self: bool(self._is_compiling()))
 
 
 def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:
@@ -345,9 +323,9 @@ def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = 
         _refused.pop("call-wrapper", None)
         return compiler
     public = getattr(compiler, "is_compiling", None)
-    detail = f"{COMPILE_FLAG} not found in this version; {entry('call-wrapper').fallback}"
+    detail = f"{COMPILE_FLAG} not found in this version; {_BY_KEY['call-wrapper'].fallback}"
     _refused["call-wrapper"] = detail
-    _say(warn, "call-wrapper", f"call-wrapper: {detail}")
+    quietly(warn, "host-patch-call-wrapper", f"call-wrapper: {detail}")
     return _PublicCompileFlag(public if callable(public) else (lambda: False))
 
 

@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.faults import quietly
 from trainmeter.core.threads import OurThread
 
 _SIGNAL_ERRORS = (ValueError, OSError, TypeError, RuntimeError)
@@ -92,12 +93,10 @@ class HeldInterrupts:
             return
         self.pending = False
         previous = self._previous
-        if previous is signal.SIG_IGN:
-            return
         if callable(previous):
             previous(signal.SIGINT, self._frame)
-            return
-        raise KeyboardInterrupt
+        elif previous is not signal.SIG_IGN:
+            raise KeyboardInterrupt
 
 
 def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[str, Exception], None], *,
@@ -115,8 +114,7 @@ def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[st
                 interrupted = True
                 continue
             except Exception as exc:
-                with suppress(Exception):  # a warning must not stop the parts
-                    warn(key, exc)
+                quietly(warn, key, exc)  # a warning must not stop the parts
             break
         if index == 0 and needs_first and not done:
             break
@@ -130,25 +128,20 @@ _STOP = b"\x00"  # never a signal number: the watcher's stop byte
 
 class TerminateHandler:
     """SIGTERM noted (``pending``), the run saved outside the handler, then the signal's own behaviour: at the next
-    step boundary, else by the watcher thread after ``wait_s`` (docs/spec.md section 18).
+    step boundary, else by the watcher thread after ``SAFE_POINT_WAIT_S`` (docs/spec.md section 18).
 
     Args:
         on_request: Called in the signal handler and on the watcher thread; attribute writes only, never raises.
-        save_now: Writes what can be written of the run, on a helper thread (abandoned after ``deadline_s``).
+        save_now: Writes what can be written of the run, on a helper thread (abandoned after ``SAVE_DEADLINE_S``).
         at_exit: The safe point at interpreter exit (main thread).
-        wait_s: Seconds the watcher waits for the safe point.
-        deadline_s: Seconds the watcher waits for ``save_now``.
         wakeup: Watch ``signal.set_wakeup_fd`` (tests of the handler alone pass ``False``).
     """
 
     def __init__(self, on_request: Callable[[], None], save_now: Callable[[], None] | None = None,
-                 at_exit: Callable[[], None] | None = None, *, wait_s: float = SAFE_POINT_WAIT_S,
-                 deadline_s: float = SAVE_DEADLINE_S, wakeup: bool = True) -> None:
+                 at_exit: Callable[[], None] | None = None, *, wakeup: bool = True) -> None:
         self._on_request = on_request
         self._save_now = save_now
         self._at_exit = at_exit
-        self._wait_s = wait_s
-        self._deadline_s = deadline_s
         self._wakeup = wakeup
         self._previous: Any = None
         self._installed = False
@@ -165,8 +158,7 @@ class TerminateHandler:
         installed, self._previous = swap_handler(signal.SIGTERM, self._handle)
         if not installed:
             return False
-        previous = self._previous
-        self.ends = previous is not signal.SIG_IGN and not callable(previous)
+        self.ends = self._previous is not signal.SIG_IGN and not callable(self._previous)
         self._installed = True
         _INSTALLED = self
         _register_at_exit()
@@ -277,15 +269,14 @@ class TerminateHandler:
             if signal.SIGTERM in data:
                 break
         self.pending = True
-        with suppress(Exception):
-            self._on_request()
-        if self._done.wait(self._wait_s):
+        quietly(self._on_request)
+        if self._done.wait(SAFE_POINT_WAIT_S):
             return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
         save = self._save_now
         if save is not None:
             helper = OurThread(target=_quiet, args=(save,), name="trainmeter-sigterm-save")
             helper.start()
-            helper.join(self._deadline_s)
+            helper.join(SAVE_DEADLINE_S)
         if not self._done.is_set() or self.pending:
             _die_by_sigterm()
 

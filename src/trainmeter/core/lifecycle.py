@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -115,7 +116,16 @@ class Lifecycle:
         # a noted SIGTERM (signal context, the watcher) makes the next step boundary a safe point: at_safe_point
         self._terminate = TerminateHandler(run.steps_state.report_now, self._terminate_save_now, self.at_safe_point)
         self._terminate.install()
-        self._start_probes()
+        if self._want_probes and probes_available():
+            from trainmeter.core.probes import TorchProbes
+
+            self.probes = probes = TorchProbes(run)  # set first: a Ctrl-C inside start() still gets them removed
+            try:
+                probes.start()
+            except Exception as exc:
+                run.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
+                probes.stop()
+                self.probes = None
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
         run.steps_state.restart_clock(run.phases.begin())
         # bounded points between reports (docs/spec.md section 18)
@@ -125,20 +135,6 @@ class Lifecycle:
         if record is not None or run.text:
             self.heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
             self.heartbeat.start()
-
-    def _start_probes(self) -> None:
-        if not self._want_probes or not probes_available():
-            return
-        from trainmeter.core.probes import TorchProbes
-
-        probes = TorchProbes(self._run)
-        self.probes = probes  # set first: a Ctrl-C inside start() still gets them removed
-        try:
-            probes.start()
-        except Exception as exc:
-            self._run.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
-            probes.stop()
-            self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         """End the run, each part once, Ctrl-C held back (then raised as KeyboardInterrupt)."""
@@ -224,7 +220,6 @@ class Lifecycle:
         run = self._run
         if self.finish_imports is not None:
             run.guard("finish-imports", self.finish_imports)
-        worker = run.reporter.worker
         claim = threading.Lock()  # whichever thread takes it writes: the worker, or this one after the wait
         failed: list[Exception] = []
 
@@ -235,7 +230,7 @@ class Lifecycle:
                 except Exception as exc:
                     failed.append(exc)
 
-        worker.submit("passport", job)
+        run.reporter.worker.submit("passport", job)
         # the worker did not take it (stuck, disabled, or not yet), or the end gave up on it under way
         if not self._wait_for_worker("passport") or claim.acquire(blocking=False):
             run.record_sink.write_passport(run.context)
@@ -326,6 +321,4 @@ class Lifecycle:
 
 def probes_available() -> bool:
     """Whether torch is importable (the probes need it); imports nothing."""
-    import importlib.util
-
     return "torch" in sys.modules or importlib.util.find_spec("torch") is not None

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.faults import quietly
 
 _MISSING = object()
 ORIGINAL_ATTR = "__trainmeter_original__"
@@ -136,8 +137,7 @@ class _ChainedLoader:  # the real loader's, then the callbacks on the new module
                 module.__spec__.loader = loader
         loader.exec_module(module)
         for callback in self._callbacks:
-            with suppress(Exception):
-                callback(module)
+            quietly(callback, module)
 
 
 class ImportFinder:
@@ -152,10 +152,9 @@ class ImportFinder:
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         """``importlib.abc.MetaPathFinder`` hook: chain the real loader of a watched module."""
-        watched = self.watched
-        if fullname not in watched:  # every unwatched import: this lookup only
+        callbacks = self.watched.get(fullname)
+        if callbacks is None:  # every unwatched import: this lookup only
             return None
-        callbacks = watched[fullname]
         if getattr(self._busy, "on", False):
             return None
         self._busy.on = True
@@ -203,8 +202,7 @@ class PostImportHooks:
         for name, callback in self.callbacks.items():
             module = sys.modules.get(name)
             if module is not None:
-                with suppress(Exception):
-                    callback(module)
+                quietly(callback, module)
         if not self._installed and host_patches.enabled("import-hooks"):  # TRAINMETER_DISABLE=import-hooks
             self._installed = True
             FINDER.update(self, add=True)

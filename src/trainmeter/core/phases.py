@@ -50,12 +50,10 @@ class PhaseClock:
         self.window_train_s += elapsed
         return elapsed
 
-    def finish_phase(self, phase: str, started_s: float) -> float:
-        """Credit ``phase`` with the time since ``started_s``; returns those seconds."""
+    def finish_phase(self, phase: str, started_s: float) -> None:
+        """Credit ``phase`` with the time since ``started_s``."""
         self._sync()
-        elapsed = max(0.0, self._clock() - started_s)
-        self.totals_s[phase] = self.totals_s.get(phase, 0.0) + elapsed
-        return elapsed
+        self.totals_s[phase] = self.totals_s.get(phase, 0.0) + max(0.0, self._clock() - started_s)
 
     def carve(self, phase: str, seconds: float) -> None:
         """Move host-measured ``seconds`` of the open training segment to ``phase`` (a data wait), without a sync."""
@@ -67,8 +65,7 @@ class PhaseClock:
 
     def take_window_train_s(self) -> float:
         """Return and reset the window's closed training seconds."""
-        window = self.window_train_s
-        self.window_train_s = 0.0
+        window, self.window_train_s = self.window_train_s, 0.0
         return window
 
     def totals_now(self) -> dict[str, float]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from contextlib import suppress
 from types import ModuleType
 from typing import Any
 
@@ -39,20 +40,7 @@ def _attribute_values(value: Any) -> list[Any]:
         attrs = object.__getattribute__(value, "__dict__")
     except Exception:  # no __dict__ (slots), or an object that refuses to be looked at
         return []
-    if type(attrs) is dict and len(attrs) <= MAX_ATTRS:
-        return list(attrs.values())
-    return []
-
-
-def _notebook_namespace() -> dict[str, Any]:
-    """The IPython user namespace (the notebook's globals), or an empty dict."""
-    ipython = sys.modules.get("IPython")
-    try:
-        shell = ipython.get_ipython() if ipython is not None else None
-        namespace = getattr(shell, "user_ns", None)
-    except Exception:
-        return {}
-    return namespace if isinstance(namespace, dict) else {}
+    return list(attrs.values()) if type(attrs) is dict and len(attrs) <= MAX_ATTRS else []
 
 
 def _instance(value: Any, kind: Any) -> bool:
@@ -82,7 +70,11 @@ def reachable(frame: Any, module_type: Any) -> list[Any]:
     main = sys.modules.get("__main__")
     if main is not None:
         namespaces.append(vars(main))
-    namespaces.append(_notebook_namespace())
+    ipython = sys.modules.get("IPython")
+    with suppress(Exception):  # the IPython user namespace (the notebook's globals)
+        user_ns = getattr(ipython.get_ipython() if ipython is not None else None, "user_ns", None)
+        if isinstance(user_ns, dict):
+            namespaces.append(user_ns)
     for namespace in namespaces:
         for value in list(namespace.values())[:MAX_NAMES]:
             if type(value) in _PLAIN:
@@ -118,11 +110,7 @@ def _is_compiled(module: Any) -> bool:
 
 def trained_params(optimizer: Any) -> dict[int, int]:
     """``id(parameter) -> numel`` of every parameter ``optimizer`` trains."""
-    trained: dict[int, int] = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            trained[id(p)] = p.numel()
-    return trained
+    return {id(p): p.numel() for group in optimizer.param_groups for p in group["params"]}
 
 
 def most_trained(trained: dict[int, int], modules: list[Any], called: frozenset[int] = frozenset(),
@@ -137,9 +125,7 @@ def most_trained(trained: dict[int, int], modules: list[Any], called: frozenset[
         key = (overlap, id(module) in called, sum(1 for _ in module.modules()))
         if overlap and (best is None or key > best[:3]):
             best = (*key, index)
-    if best is None or best[0] < share * sum(trained.values()):
-        return None
-    return best[3]
+    return None if best is None or best[0] < share * sum(trained.values()) else best[3]
 
 
 MODEL_SHARE = 0.5  # the model holds at least this share of the optimizer's parameters: a head never is the model
@@ -152,10 +138,7 @@ def holds(model: Any, module: Any) -> bool:
 
 def trained_in(model: Any, optimizers: list[Any]) -> int:
     """Elements of ``model``'s parameters (``None``: of any) that any of ``optimizers`` trains, each tensor once."""
-    trained: dict[int, int] = {}
-    for optimizer in optimizers:
-        if optimizer is not None:
-            trained.update(trained_params(optimizer))
+    trained = {k: n for optimizer in optimizers if optimizer is not None for k, n in trained_params(optimizer).items()}
     if model is None:
         return sum(trained.values())
     return sum({id(p): p.numel() for p in model.parameters() if id(p) in trained}.values())
@@ -165,10 +148,8 @@ def others_only(primary: Any, optimizers: list[Any], candidates: dict[int, Any],
     """Keys of the ``candidates`` but the root holding parameters of another of ``optimizers`` and none of
     ``primary``'s: a model another thread may train (docs/spec.md section 2, "Threads")."""
     mine = trained_params(primary) if primary is not None else {}
-    others: set[int] = set()
-    for optimizer in optimizers:
-        if optimizer is not None and optimizer is not primary:
-            others.update(trained_params(optimizer))
+    others = {i for optimizer in optimizers if optimizer is not None and optimizer is not primary
+              for i in trained_params(optimizer)}
     kept: set[int] = set()
     for key, candidate in list(candidates.items()):
         module = candidate.ref()

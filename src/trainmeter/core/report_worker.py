@@ -12,8 +12,8 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from contextlib import suppress
 
+from trainmeter.core.faults import quietly
 from trainmeter.core.threads import OurThread
 
 MAX_JOBS = 256
@@ -26,7 +26,6 @@ THREAD_NAME = "trainmeter-report-worker"
 REPORT_JOB = "report"  # the owner of a steady report's own job: it runs every report_on_worker wing's on_report
 
 Job = Callable[[], None]
-OnFault = Callable[[str, BaseException], None]
 
 
 def fold_every_s(interval_s: float) -> float:
@@ -38,12 +37,11 @@ class ReportWorker:
     """Runs submitted jobs in order on one daemon thread; ``on_fault(owner, exc)`` when a job raises or
     ``("report-worker", exc)`` when it is stuck; ``report_interval_s`` sets the fold period (:func:`fold_every_s`)."""
 
-    def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS,
+    def __init__(self, *, threaded: bool = True, on_fault: Callable[[str, BaseException], None] | None = None,
                  report_interval_s: float | None = None) -> None:
         self.threaded = threaded
         self._fold_every_s = FOLD_EVERY_S if report_interval_s is None else fold_every_s(report_interval_s)
         self._on_fault = on_fault
-        self._max_jobs = max_jobs
         self.wait_left_s: Callable[[], float] = lambda: DRAIN_TIMEOUT_S  # a wait's default bound (the run's end's)
         self._reset()
 
@@ -51,9 +49,7 @@ class ReportWorker:
         self._pid = os.getpid()
         self._cond = threading.Condition(threading.Lock())
         self._jobs: deque[tuple[str, Job]] = deque()
-        self._busy = False
-        self._owner: str | None = None  # the owner of the job running (None: the folds, safe beside a fork)
-        self._fold_owner: str | None = None  # the owner of the fold running
+        self._running: tuple[str, str] | None = None  # (owner, "job" or "fold") running now; a fold is safe at a fork
         self._held_for_fork = False
         self._closed = False
         self._stuck = False
@@ -77,8 +73,8 @@ class ReportWorker:
             self._run(owner, job)  # unthreaded, closed, or a job's own job: after every job before it already
             return
         with self._cond:
-            if len(self._jobs) >= self._max_jobs and not self._cond.wait_for(
-                    lambda: len(self._jobs) < self._max_jobs, STUCK_AFTER_S):
+            if len(self._jobs) >= MAX_JOBS and not self._cond.wait_for(
+                    lambda: len(self._jobs) < MAX_JOBS, STUCK_AFTER_S):
                 self._declare_stuck()
                 return
             self._jobs.append((owner, job))
@@ -118,7 +114,7 @@ class ReportWorker:
             return True  # none, or a job asking: it runs after the ones before it already
         with self._cond:
             wait_s = self.wait_left_s() if timeout_s is None else timeout_s
-            return self._cond.wait_for(lambda: not self._jobs and not self._busy, wait_s)
+            return self._cond.wait_for(lambda: not self._jobs and self._running is None, wait_s)
 
     def on_worker_thread(self) -> bool:
         """Whether the caller is the worker's thread (a job running). Any thread."""
@@ -127,12 +123,8 @@ class ReportWorker:
     accepting = property(lambda self: self.threaded and not (self._closed or self._stuck) and os.getpid() == self._pid,
                          doc="Whether a job submitted now would run later on the worker's thread. Any thread.")
 
-    @property
-    def running(self) -> tuple[str, str] | None:
-        """``(owner, "job" or "fold")`` of what the worker's thread runs now, else ``None``. Any thread."""
-        if not self._busy:
-            return None
-        return (self._owner, "job") if self._owner is not None else (self._fold_owner or "?", "fold")
+    running = property(lambda self: self._running,
+                       doc='``(owner, "job" or "fold")`` the worker\'s thread runs now, else ``None``. Any thread.')
 
     thread = property(lambda self: self._thread, doc="The worker's thread, while it runs.")
 
@@ -148,7 +140,8 @@ class ReportWorker:
             if owner not in self.disabled:
                 self._run(owner, job)
 
-    pending = property(lambda self: len(self._jobs) + int(self._busy), doc="Jobs waiting or running (0 once drained).")
+    pending = property(lambda self: len(self._jobs) + (self._running is not None),
+                       doc="Jobs waiting or running (0 once drained).")
 
     def close(self, timeout_s: float | None = None) -> None:
         """Run what is queued, then end the thread (``timeout_s`` as :meth:`drain`'s); later jobs run at once."""
@@ -167,7 +160,7 @@ class ReportWorker:
                 or not self._cond.acquire(timeout=wait_s)):
             return
         self._held_for_fork = True
-        self._cond.wait_for(lambda: not self._busy, wait_s)
+        self._cond.wait_for(lambda: self._running is None, wait_s)
 
     def release_after_fork(self) -> None:
         """After a fork, in the parent: let the worker go on."""
@@ -178,9 +171,9 @@ class ReportWorker:
     def reset_in_child(self) -> str | None:
         """After a fork, in the child: a fresh worker of its own; the owner whose job was under way at the fork,
         else ``None`` (a fold under way tore nothing)."""
-        torn = self._owner if self._busy else None
+        running = self._running
         self._reset()
-        return torn
+        return running[0] if running is not None and running[1] == "job" else None
 
     def _declare_stuck(self) -> None:
         """A full queue that did not move for ``STUCK_AFTER_S`` (caller holds the lock)."""
@@ -188,8 +181,8 @@ class ReportWorker:
         owners = sorted({owner for owner, _ in self._jobs})
         self._jobs.clear()
         self._cond.notify_all()
-        self._fault("report-worker", RuntimeError(
-            f"the report worker made no progress for {STUCK_AFTER_S:.0f} s with {self._max_jobs} jobs queued; "
+        quietly(self._on_fault, "report-worker", RuntimeError(
+            f"the report worker made no progress for {STUCK_AFTER_S:.0f} s with {MAX_JOBS} jobs queued; "
             f"the report work of {', '.join(owners) or 'no wing'} stopped"))
 
     def _loop(self) -> None:
@@ -199,19 +192,17 @@ class ReportWorker:
                 if self._thread is not threading.current_thread():
                     return  # given up (abandon) or began after its start was given up (_start)
                 if not cond.wait_for(lambda: self._jobs or self._closed, self._fold_every_s if self._folds else None):
-                    job = None  # idle for the fold period: the folds
-                    self._owner = None
+                    job, self._running = None, ("?", "fold")  # idle for the fold period: the folds
                 elif not self._jobs:
                     return  # closed and empty
                 else:
                     owner, job = self._jobs.popleft()
-                    self._owner = owner
-                self._busy = True
+                    self._running = (owner, "job")
             try:
                 if job is None:  # the folds
                     for owner, fold in list(self._folds):
                         if owner not in self.disabled:
-                            self._fold_owner = owner
+                            self._running = (owner, "fold")
                             self._run(owner, fold)
                 elif owner not in self.disabled:
                     self._run(owner, job)
@@ -219,7 +210,7 @@ class ReportWorker:
                 return
             finally:
                 with cond:
-                    self._busy = False
+                    self._running = None
                     cond.notify_all()
 
     def _run(self, owner: str, job: Job) -> None:
@@ -227,9 +218,4 @@ class ReportWorker:
             job()
         except Exception as exc:  # a wing's fault disables that wing's jobs, never the worker or the loop
             self.disabled.add(owner)
-            self._fault(owner, exc)
-
-    def _fault(self, owner: str, exc: BaseException) -> None:
-        if self._on_fault is not None:
-            with suppress(Exception):
-                self._on_fault(owner, exc)
+            quietly(self._on_fault, owner, exc)

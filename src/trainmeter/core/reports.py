@@ -53,10 +53,8 @@ class Reporter:
 
     opened_worker: ReportWorker | None = None  # the worker if one was made (the fork handlers: docs/spec.md §19)
 
-    @property
-    def worker(self) -> ReportWorker:
-        """The run's report worker (threaded with the real clock). Any thread."""
-        return self.opened_worker or self.open_worker()
+    worker = property(lambda self: self.opened_worker or self.open_worker(),
+                      doc="The run's report worker (threaded with the real clock). Any thread.")
 
     def open_worker(self) -> ReportWorker:
         """Make the worker (at start, on the training thread; its thread starts at the first job)."""
@@ -75,31 +73,28 @@ class Reporter:
         if run.lifecycle.finished or not self._lock.acquire(blocking=False):
             return
         try:
-            if run.steps_state.now() >= run.steps_state.next_report_s:
-                self._report_held()
+            if run.steps_state.now() < run.steps_state.next_report_s:
+                return
+            spans = run.spans
+            if spans.depth:
+                # reports wait for the phase to end, unless it has been open long (never exited, a very long eval):
+                # then they go on inside it and the phase is not credited with their time
+                opened_s = spans.open_for_s()
+                if opened_s < max(PHASE_REPORT_AFTER_S, PHASE_REPORT_AFTER_INTERVALS * run.steps_state.interval_s):
+                    return
+                run.warn_once(f"phase-open-{spans.name}",
+                              f"phase {spans.name!r} has been open for {opened_s:.0f} s: reports continue inside "
+                              "it (was its tm.phase block exited?)")
+            held = HeldInterrupts()
+            try:
+                with held:  # a Ctrl-C never cuts a report between a write and its cursor
+                    t0 = run.clock()
+                    run.guard("report", self.report, False)
+                    spans.exclude(run.clock() - t0)  # the report's time is reporting's, not the phase's
+            finally:
+                held.deliver()
         finally:
             self._lock.release()
-
-    def _report_held(self) -> None:
-        run = self._run
-        spans = run.spans
-        if spans.depth:
-            # reports wait for the phase to end, unless it has been open long (never exited, a very long eval):
-            # then they go on inside it and the phase is not credited with their time
-            opened_s = spans.open_for_s()
-            if opened_s < max(PHASE_REPORT_AFTER_S, PHASE_REPORT_AFTER_INTERVALS * run.steps_state.interval_s):
-                return
-            run.warn_once(f"phase-open-{spans.name}",
-                          f"phase {spans.name!r} has been open for {opened_s:.0f} s: reports continue inside "
-                          "it (was its tm.phase block exited?)")
-        held = HeldInterrupts()
-        try:
-            with held:  # a Ctrl-C never cuts a report between a write and its cursor
-                t0 = run.clock()
-                run.guard("report", self.report, False)
-                spans.exclude(run.clock() - t0)  # the report's time is reporting's, not the phase's
-        finally:
-            held.deliver()
 
     def report(self, final: bool) -> None:
         """Report now (``final``: the run's last, on the finishing thread). Training thread."""
