@@ -40,7 +40,11 @@ def main() -> None:
         backend = FakeNvml(["h100_sxm"] * args.devices, clock=clock)
         sampler = GpuSampler(backend, range(args.devices), clock=clock, interval_s=args.interval_s)
     else:
-        sampler = GpuSampler.for_run("all", clock=clock, interval_s=args.interval_s)
+        from tests.fakes.gpu.fake import sampler_for_run
+
+        from trainmeter.gpu.backend import open_gpu_backend
+
+        sampler = sampler_for_run("all", clock=clock, open_backend=open_gpu_backend, interval_s=args.interval_s)
         if sampler.unavailable_reason:
             raise SystemExit(f"no NVML: {sampler.unavailable_reason}")
     cpu0, wall0 = time.process_time(), time.perf_counter()
